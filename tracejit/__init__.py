@@ -1,0 +1,78 @@
+"""tracejit: tensors with define-by-run autograd (eager) and a tracing JIT compiler (compiled).
+
+`import tracejit as torch` runs PyTorch-style code for the covered API.
+"""
+__version__ = "0.1.0"
+
+from . import _dtype
+from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16, float32, float64, dtype,
+                     get_default_dtype, set_default_dtype, promote_types)
+from ._tensor import Tensor, device
+from .size import Size
+from .ops import registry as _registry
+from .ops import elementwise as _E, reduction as _R, shape_ops as _S, indexing as _I, linalg as _L, nn_ops as _N
+from .ops import random_ops as _random_ops, methods as _methods  # noqa: F401  (registers ops and methods)
+from .ops.elementwise import *  # noqa: F401,F403
+from .ops.reduction import *  # noqa: F401,F403
+from .ops.shape_ops import *  # noqa: F401,F403
+from .ops.indexing import *  # noqa: F401,F403
+from .ops.linalg import *  # noqa: F401,F403
+from .ops.nn_ops import softmax, log_softmax
+from .ops.reduction import max, min, sum, all, any  # noqa: A004
+from .ops.elementwise import abs, pow, round  # noqa: A004
+from .creation import *  # noqa: F401,F403
+from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state, default_generator
+from . import autograd
+from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled
+from .autograd.grad_mode import is_inference_mode_enabled
+from .tracing.errors import TraceError
+from . import nn
+
+long, int, float, double, half, short = int64, int32, float32, float64, float16, int16
+autograd.Variable = Tensor
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t):
+    return t.dtype.is_floating_point
+
+
+def numel(t):
+    return t.numel()
+
+
+def result_type(a, b):
+    return _dtype.result_type(a, b)
+
+
+def can_cast(from_, to):
+    return from_._cat <= to._cat
+
+
+def meshgrid(*tensors, indexing="ij"):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = [t.numel() for t in tensors]
+    if indexing == "xy" and len(tensors) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, t in enumerate(tensors):
+        view = [1] * len(tensors)
+        j = i
+        if indexing == "xy" and len(tensors) >= 2 and i < 2:
+            j = 1 - i
+        view[j] = -1
+        out.append(t.reshape(view).expand(shape))
+    return tuple(out)
+
+
+def cdist(x1, x2, p=2.0):
+    d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return vector_norm(d, p, -1)  # noqa: F405
+
+
+def compile(*a, **k):
+    raise NotImplementedError("tracejit.compile does not exist: use tracejit.trace")

@@ -1,0 +1,11 @@
+"""Lazy access to the special-function kernels (numba is imported on first use only)."""
+
+
+def erf(x):
+    from kernels.cpu.special import erf as _erf
+    return _erf(x)
+
+
+def erfinv(x):
+    from kernels.cpu.special import erfinv_newton
+    return erfinv_newton(x)

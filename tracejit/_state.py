@@ -1,0 +1,16 @@
+"""Process-wide mode flags read on every op (kept in one small object so the hot path is one lookup)."""
+
+
+class _State:
+    __slots__ = ("grad_enabled", "tracer", "profiler", "anomaly", "inference", "serial")
+
+    def __init__(self):
+        self.grad_enabled = True
+        self.tracer = None      # the active tracing context (tracing/tracer.py) or None
+        self.profiler = None    # the active autograd.profiler.profile or None
+        self.anomaly = False
+        self.inference = False
+        self.serial = 0         # creation counter: tensors created during a trace are constants
+
+
+STATE = _State()

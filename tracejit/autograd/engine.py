@@ -1,0 +1,232 @@
+"""The backward engine: walks grad_fn nodes in reverse topological order, applying VJP rules.
+
+It runs on eager tensors and, unchanged, on tracers (then every VJP op it runs is recorded into the IR:
+this is how a `loss.backward()` inside a traced function becomes part of the static graph).
+"""
+from .._state import STATE
+from .graph import AccumulateGrad, edge_of
+
+
+def _topo(roots):
+    """Nodes reachable from `roots`, each before the nodes it feeds gradients to."""
+    order, seen = [], set()
+    for root in roots:
+        if root is None or id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.next_functions))]
+        while stack:
+            node, it = stack[-1]
+            for e in it:
+                if e is not None and id(e[0]) not in seen:
+                    seen.add(id(e[0]))
+                    stack.append((e[0], iter(e[0].next_functions)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def _fit(g, shape, dtype):
+    """Sum a broadcast gradient back to `shape` and cast it to `dtype` (done once, here, for all ops)."""
+    if tuple(g.shape) != shape:
+        from ..ops.shape_ops import sum_to
+        g = sum_to(g, shape)
+    if g.dtype is not dtype:
+        g = g.to(dtype)
+    return g
+
+
+def _add(a, b):
+    return b if a is None else a + b
+
+
+def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumulate=True):
+    """Core of backward() and grad(). Returns the gradients captured for `inputs` (grad mode only)."""
+    from .._tensor import Tensor
+    root_edges = []
+    for r, g in zip(roots, grads):
+        e = edge_of(r)
+        if e is None:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        root_edges.append((e, g))
+    order = _topo([e[0] for e, _ in root_edges])
+
+    capture = None
+    if inputs is not None:
+        capture = {}
+        for i, t in enumerate(inputs):
+            e = edge_of(t)
+            if e is not None:
+                capture.setdefault((id(e[0]), e[1]), []).append(i)
+        # run only nodes on a path to a captured edge
+        targets = {k[0] for k in capture}
+        needed = set()
+        for node in reversed(order):
+            if id(node) in targets or any(e is not None and id(e[0]) in needed for e in node.next_functions):
+                needed.add(id(node))
+        order = [n for n in order if id(n) in needed]
+    results = [None] * (len(inputs) if inputs is not None else 0)
+
+    buffers = {}
+    for (node, nr), g in root_edges:
+        buf = buffers.setdefault(id(node), [None] * max(getattr(node, "nout", 1), 1))
+        buf[nr] = _add(buf[nr], g)
+
+    prev = STATE.grad_enabled
+    STATE.grad_enabled = bool(create_graph)
+    try:
+        for node in order:
+            buf = buffers.pop(id(node), None)
+            if buf is None:
+                continue
+            buf = _pre_hooks(node, buf, create_graph)
+            if capture is not None:
+                for nr, g in enumerate(buf):
+                    for i in capture.get((id(node), nr), ()):
+                        results[i] = g
+            if type(node) is AccumulateGrad:
+                if accumulate and (capture is None or (id(node), 0) in capture):
+                    _accumulate(node.variable, buf[0], create_graph)
+                continue
+            grads_in = node.apply(buf)
+            if not isinstance(grads_in, (tuple, list)):
+                grads_in = (grads_in,)
+            if node._post_hooks:
+                for h in list(node._post_hooks.values()):
+                    r = h(grads_in, tuple(buf))
+                    if r is not None:
+                        grads_in = r
+            if STATE.anomaly:
+                _check_nan(node, grads_in)
+            shapes = getattr(node, "shapes", None)
+            dtypes = getattr(node, "dtypes", None)
+            for i, (e, g) in enumerate(zip(node.next_functions, grads_in)):
+                if e is None or g is None:
+                    continue
+                if shapes is not None and shapes[i] is not None:
+                    g = _fit(g, shapes[i], dtypes[i])
+                nb = buffers.setdefault(id(e[0]), [None] * max(getattr(e[0], "nout", 1), 1))
+                nb[e[1]] = _add(nb[e[1]], g)
+            if not retain_graph:
+                node.release()
+    finally:
+        STATE.grad_enabled = prev
+    return results
+
+
+def _pre_hooks(node, buf, create_graph):
+    if node._pre_hooks:
+        for h in list(node._pre_hooks.values()):
+            r = h(tuple(buf))
+            if r is not None:
+                buf = list(r)
+    if node._tensor_hooks:
+        for nr, hooks in node._tensor_hooks.items():
+            for h in list(hooks.values()):
+                if buf[nr] is not None:
+                    r = h(buf[nr])
+                    if r is not None:
+                        buf[nr] = r
+    if node._retained:
+        for nr, ref in node._retained.items():
+            t = ref()
+            if t is not None and buf[nr] is not None:
+                g = buf[nr] if create_graph else buf[nr].detach()
+                t._grad = g if t._grad is None else t._grad + g
+    if type(node) is AccumulateGrad and node.variable._hooks and buf[0] is not None:
+        for h in list(node.variable._hooks.values()):
+            r = h(buf[0])
+            if r is not None:
+                buf[0] = r
+    return buf
+
+
+def _accumulate(t, g, create_graph):
+    if g is None:
+        return
+    if not create_graph:
+        g = g.detach()
+    if t._grad is None:
+        # like PyTorch, the leaf owns its .grad: never alias a tensor the user still holds
+        t._grad = g if (create_graph or g._data is None) else g.clone()
+    else:
+        t._grad = t._grad + g
+
+
+def _check_nan(node, grads):
+    import numpy as np
+    for i, g in enumerate(grads):
+        if g is not None and g._data is not None and g.dtype.is_floating_point and np.isnan(g._data).any():
+            where = "".join(node._trace[-4:]) if node._trace else "(forward trace not recorded)"
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.\n"
+                               f"The forward op that created it was called at:\n{where}")
+
+
+def _make_grads(outputs, grad_outputs):
+    from ..creation import ones_like
+    from .._tensor import Tensor
+    out = []
+    for t, g in zip(outputs, grad_outputs):
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = ones_like(t)
+        elif not isinstance(g, Tensor):
+            from ..creation import tensor
+            g = tensor(g, dtype=t.dtype)
+        elif tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(g.shape)} and output[0] "
+                               f"has a shape of {tuple(t.shape)}.")
+        out.append(g)
+    return out
+
+
+def _as_tuple(x):
+    from .._tensor import Tensor
+    if x is None:
+        return None
+    return (x,) if isinstance(x, Tensor) else tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    tensors = _as_tuple(tensors)
+    grad_tensors = _as_tuple(grad_tensors) or (None,) * len(tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    grads = _make_grads(tensors, grad_tensors)
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    run_backward(tensors, grads, retain_graph, create_graph, inputs=inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    outputs = _as_tuple(outputs)
+    single = not isinstance(inputs, (tuple, list))
+    inputs = _as_tuple(inputs)
+    grad_outputs = _as_tuple(grad_outputs) or (None,) * len(outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = _make_grads(outputs, grad_outputs)
+    res = run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs, accumulate=False)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    for i, r in enumerate(res):
+        if r is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "
+                                   "Set allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                from ..creation import zeros_like
+                res[i] = zeros_like(inputs[i])
+        elif not create_graph:
+            res[i] = r.detach()
+    return tuple(res)

@@ -1,0 +1,219 @@
+"""The dynamic graph: one Node per recorded op (PyTorch's grad_fn), built while the code runs."""
+import itertools
+import weakref
+
+from .._state import STATE
+
+_seq = itertools.count()
+
+FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
+             "have already been freed). Saved intermediate values of the graph are freed when you call "
+             ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
+             "a second time or if you need to access saved tensors after calling backward.")
+
+
+class RemovableHandle:
+    __slots__ = ("_d", "_k")
+
+    def __init__(self, d, k):
+        self._d, self._k = d, k
+
+    def remove(self):
+        self._d.pop(self._k, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.remove()
+
+
+class Node:
+    """Base of grad_fn nodes: `next_functions`, hooks, `metadata`, `name()`."""
+
+    def __init__(self):
+        self.next_functions = ()
+        self.metadata = {}
+        self._seq = next(_seq)
+        self._post_hooks = None
+        self._pre_hooks = None
+        self._tensor_hooks = None   # output_nr -> {key: hook} (Tensor.register_hook on non-leaves)
+        self._retained = None       # output_nr -> weakref(tensor) (retain_grad)
+        self._trace = None          # forward stack, recorded in anomaly mode
+
+    def name(self):
+        return type(self).__name__
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) -> new grad_inputs or None, called after this node runs."""
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        k = object()
+        self._post_hooks[k] = fn
+        return RemovableHandle(self._post_hooks, k)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> new grad_outputs or None, called before this node runs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        k = object()
+        self._pre_hooks[k] = fn
+        return RemovableHandle(self._pre_hooks, k)
+
+    def release(self):
+        pass
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    def __call__(self, *grads):
+        return self.apply(grads)
+
+
+class OpNode(Node):
+    """grad_fn of a registry op: applies the op's VJP rule; doubles as the rule's `ctx`."""
+    __slots__ = ()
+
+    def __init__(self, op, attrs):
+        super().__init__()
+        self.op = op
+        self.attrs = attrs
+        self._saved_in = None       # tuple of args as given (tensors and scalars)
+        self._in_versions = None
+        self._saved_out = None      # tuple of (data, value, version counter, version at save)
+        self._had_saved = False
+        self.shapes = ()
+        self.dtypes = ()
+        self.nout = op.nout
+
+    def name(self):
+        return self.op.grad_name
+
+    # ------------------------------------------------------------ what a VJP rule reads
+    @property
+    def inputs(self):
+        if self._saved_in is None:
+            if self._had_saved:
+                raise RuntimeError(FREED_MSG)
+            raise RuntimeError(f"{self.name()}: the op's VJP reads inputs, but the op declares saves={self.op.saves!r}")
+        for a, v in zip(self._saved_in, self._in_versions):
+            if v is not None and a._version.v != v:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{a.dtype.name}{list(a.shape)}] is at version {a._version.v}; expected version {v} "
+                    f"instead. The op that saved it is {self.name()}. Hint: clone() the tensor before modifying it "
+                    f"in place.")
+        return self._saved_in
+
+    @property
+    def out(self):
+        if self._saved_out is None:
+            if self._had_saved:
+                raise RuntimeError(FREED_MSG)
+            raise RuntimeError(f"{self.name()}: the op's VJP reads its output, but saves={self.op.saves!r}")
+        from .._tensor import Tensor
+        outs = []
+        for i, (data, value, ver, v) in enumerate(self._saved_out):
+            if ver.v != v:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: the output 0 of {self.name()} is at version {ver.v}; expected version {v} instead. "
+                    f"Hint: clone() the result before modifying it in place.")
+            t = object.__new__(Tensor)
+            t._init(data)
+            t._value = value
+            t._version = ver
+            if data is None or data.dtype.kind == "f":
+                t._requires_grad = True
+                t.grad_fn = self
+                t._output_nr = i
+            outs.append(t)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __getattr__(self, name):
+        # PyTorch's introspection: _saved_self, _saved_other, _saved_result, _saved_<attr>
+        if name == "_saved_self":
+            return self.inputs[0]
+        if name == "_saved_other":
+            return self.inputs[1]
+        if name == "_saved_result":
+            return self.out
+        if name.startswith("_saved_") and name[7:] in self.attrs:
+            return self.attrs[name[7:]]
+        raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+
+    def apply(self, grads):
+        return self.op.vjp(self, *grads)
+
+    def release(self):
+        if self._saved_in is not None or self._saved_out is not None:
+            self._had_saved = True
+        self._saved_in = None
+        self._saved_out = None
+
+
+class AccumulateGrad(Node):
+    def __init__(self, variable):
+        super().__init__()
+        self.variable = variable
+
+    def apply(self, grads):
+        return ()
+
+
+def accumulate_node(t):
+    node = t.__dict__.get("_accumulate")
+    if node is None or node.variable is not t:
+        node = AccumulateGrad(t)
+        t.__dict__["_accumulate"] = node
+    return node
+
+
+def edge_of(t):
+    """The (node, output_nr) a gradient for tensor `t` flows into, or None."""
+    if not t._requires_grad:
+        return None
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (accumulate_node(t), 0)
+
+
+def record(op, args, outs, attrs):
+    """Attach a grad_fn for `op` to `outs` (called by registry.apply when an input requires grad)."""
+    from .._tensor import Tensor
+    node = OpNode(op, attrs)
+    node.next_functions = tuple(edge_of(a) if isinstance(a, Tensor) else None for a in args)
+    node.shapes = tuple(tuple(a.shape) if isinstance(a, Tensor) else None for a in args)
+    node.dtypes = tuple(a.dtype if isinstance(a, Tensor) else None for a in args)
+    saves = op.saves
+    if "i" in saves:
+        node._saved_in = args
+        node._in_versions = tuple(a._version.v if isinstance(a, Tensor) else None for a in args)
+    if "o" in saves:
+        node._saved_out = tuple((o._data, o._value, o._version, o._version.v) for o in outs)
+    if STATE.anomaly:
+        import traceback
+        node._trace = traceback.format_stack()[:-3]
+    for i, o in enumerate(outs):
+        if o.dtype.is_floating_point:
+            o._requires_grad = True
+            o.grad_fn = node
+            o._output_nr = i
+    return node
+
+
+def register_tensor_hook(t, hook):
+    node = t.grad_fn
+    if node._tensor_hooks is None:
+        node._tensor_hooks = {}
+    d = node._tensor_hooks.setdefault(t._output_nr, {})
+    k = object()
+    d[k] = hook
+    return RemovableHandle(d, k)
+
+
+def retain(t):
+    node = t.grad_fn
+    if node._retained is None:
+        node._retained = {}
+    node._retained[t._output_nr] = weakref.ref(t)

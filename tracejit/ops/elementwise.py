@@ -1,0 +1,520 @@
+"""Pointwise ops: each a registry entry with its numpy kernel, dtype rule, VJP and scalar expression.
+
+Scalar expressions are Python expressions over `{0}`, `{1}`... (inputs) and `{name}` (attributes); the
+names they call (exp, log, tanh, sigmoid, erf, maximum, ...) are the math runtime of the code generator.
+"""
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from .registry import AVal, aval_of, broadcast_shapes, defop, apply
+
+np.seterr(all="ignore")  # PyTorch does not warn on inf/nan results; neither do we
+
+# ----------------------------------------------------------------------------- dtype rules
+
+def _floatify(dt):
+    return dt if dt.is_floating_point else D.get_default_dtype()
+
+
+RULES = {
+    "promote": lambda *xs: D.result_type(*xs),
+    "float": lambda *xs: _floatify(D.result_type(*xs)),
+    "bool": lambda *xs: D.bool_,
+    "same": lambda x, *r: aval_of(x).dtype,
+}
+
+
+def _np_dtype_of(x):
+    d = getattr(x, "dtype", None)
+    return D._FROM_NP[d] if isinstance(d, np.dtype) else d
+
+
+class _NP:
+    """Adapter so dtype rules see numpy arrays the way they see tensors."""
+    __slots__ = ("dtype", "ndim")
+
+    def __init__(self, a):
+        self.dtype = D._FROM_NP[a.dtype]
+        self.ndim = a.ndim
+
+
+def _compute_dtype(rule, args):
+    """The dtype inputs are cast to before computing ('bool' ops compare in the promoted type)."""
+    xs = [_NP(a) if isinstance(a, np.ndarray) else a for a in args]
+    if rule == "bool":
+        return D.result_type(*xs), D.bool_
+    dt = RULES[rule](*xs)
+    return dt, dt
+
+
+def _eager(np_fn, rule):
+    if rule == "same":
+        def impl(x, **attrs):
+            return np_fn(x, **attrs)
+        return impl
+
+    def impl(*args, **attrs):
+        cdt, odt = _compute_dtype(rule, args)
+        npd = cdt.np
+        args = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
+        out = np_fn(*args, **attrs)
+        if out.dtype != odt.np:
+            out = np.asarray(out).astype(odt.np)
+        return out
+    return impl
+
+
+def _meta(rule):
+    def meta(*args, **attrs):
+        shape = broadcast_shapes(*[aval_of(a).shape for a in args if not _is_scalar(a)])
+        dt = RULES[rule](*args) if rule != "same" else aval_of(args[0]).dtype
+        return AVal(shape, dt)
+    return meta
+
+
+def _is_scalar(a):
+    return isinstance(a, (int, float, bool, np.number, np.bool_))
+
+
+def pointwise(name, np_fn, vjp, expr, rule="promote", saves="i", **kw):
+    return defop(name, _eager(np_fn, rule), _meta(rule), vjp, kind="elementwise", expr=expr, saves=saves,
+                 dtype_rule=rule, **kw)
+
+
+# ----------------------------------------------------------------------------- unary ops
+
+def _g(f):
+    """VJP of a unary op from f(ctx, g) -> grad."""
+    return lambda ctx, g: (f(ctx, g),)
+
+
+def _x(ctx):
+    return ctx.inputs[0]
+
+
+SQRT_2_PI = math.sqrt(2.0 / math.pi)
+INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_np(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(x.dtype.type(SQRT_2_PI) * (x + x.dtype.type(0.044715) * x * x * x)))
+    from .._special import erf
+    return 0.5 * x * (1 + erf(x * x.dtype.type(INV_SQRT_2)))
+
+
+def _gelu_vjp(ctx, g):
+    x = _x(ctx)
+    if ctx.attrs.get("approximate", "none") == "tanh":
+        inner = SQRT_2_PI * (x + 0.044715 * x * x * x)
+        t = tanh(inner)
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
+    else:
+        d = 0.5 * (1 + erf(x * INV_SQRT_2)) + x * exp(-0.5 * x * x) * INV_SQRT_2PI
+    return g * d
+
+
+def _sigmoid_np(x):
+    # stable for large |x|; float32 stays float32
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+def _softplus_np(x, beta=1.0, threshold=20.0):
+    bx = x * x.dtype.type(beta)
+    return np.where(bx > threshold, x, np.logaddexp(bx, x.dtype.type(0)) / x.dtype.type(beta)).astype(x.dtype, copy=False)
+
+
+def _erf_np(x):
+    from .._special import erf
+    return erf(x)
+
+
+def _pos(x):
+    return x
+
+
+UNARY = [
+    # name, numpy fn, vjp, scalar expr, dtype rule, saves
+    ("neg", np.negative, _g(lambda c, g: -g), "(-{0})", "same", ""),
+    ("positive", _pos, _g(lambda c, g: g), "{0}", "same", ""),
+    ("abs", np.abs, _g(lambda c, g: g * sign(_x(c))), "abs({0})", "same", "i"),
+    ("exp", np.exp, _g(lambda c, g: g * c.out), "exp({0})", "float", "o"),
+    ("exp2", np.exp2, _g(lambda c, g: g * c.out * math.log(2.0)), "exp2({0})", "float", "o"),
+    ("log", np.log, _g(lambda c, g: g / _x(c)), "log({0})", "float", "i"),
+    ("log2", np.log2, _g(lambda c, g: g / (_x(c) * math.log(2.0))), "log2({0})", "float", "i"),
+    ("log10", np.log10, _g(lambda c, g: g / (_x(c) * math.log(10.0))), "log10({0})", "float", "i"),
+    ("log1p", np.log1p, _g(lambda c, g: g / (_x(c) + 1)), "log1p({0})", "float", "i"),
+    ("expm1", np.expm1, _g(lambda c, g: g * (c.out + 1)), "expm1({0})", "float", "o"),
+    ("sqrt", np.sqrt, _g(lambda c, g: g / (2 * c.out)), "sqrt({0})", "float", "o"),
+    ("rsqrt", lambda x: 1 / np.sqrt(x), _g(lambda c, g: -0.5 * g * c.out * c.out * c.out), "(1.0 / sqrt({0}))",
+     "float", "o"),
+    ("square", np.square, _g(lambda c, g: 2 * g * _x(c)), "({0} * {0})", "promote", "i"),
+    ("sin", np.sin, _g(lambda c, g: g * cos(_x(c))), "sin({0})", "float", "i"),
+    ("cos", np.cos, _g(lambda c, g: -g * sin(_x(c))), "cos({0})", "float", "i"),
+    ("tan", np.tan, _g(lambda c, g: g * (1 + c.out * c.out)), "tan({0})", "float", "o"),
+    ("asin", np.arcsin, _g(lambda c, g: g * rsqrt(1 - _x(c) * _x(c))), "asin({0})", "float", "i"),
+    ("acos", np.arccos, _g(lambda c, g: -g * rsqrt(1 - _x(c) * _x(c))), "acos({0})", "float", "i"),
+    ("atan", np.arctan, _g(lambda c, g: g / (1 + _x(c) * _x(c))), "atan({0})", "float", "i"),
+    ("sinh", np.sinh, _g(lambda c, g: g * cosh(_x(c))), "sinh({0})", "float", "i"),
+    ("cosh", np.cosh, _g(lambda c, g: g * sinh(_x(c))), "cosh({0})", "float", "i"),
+    ("tanh", np.tanh, _g(lambda c, g: g * (1 - c.out * c.out)), "tanh({0})", "float", "o"),
+    ("sigmoid", _sigmoid_np, _g(lambda c, g: g * c.out * (1 - c.out)), "sigmoid({0})", "float", "o"),
+    ("relu", lambda x: np.maximum(x, x.dtype.type(0)), _g(lambda c, g: g * (c.out > 0)), "relu({0})", "same", "o"),
+    ("erf", _erf_np, _g(lambda c, g: g * (2 / math.sqrt(math.pi)) * exp(-_x(c) * _x(c))), "erf({0})", "float",
+     "i"),
+    ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
+    ("sign", np.sign, None, "sign({0})", "same", ""),
+    ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", ""),
+    ("ceil", np.ceil, _g(lambda c, g: g * 0), "ceil({0})", "same", ""),
+    ("trunc", np.trunc, _g(lambda c, g: g * 0), "trunc({0})", "same", ""),
+    ("frac", lambda x: x - np.trunc(x), _g(lambda c, g: g), "({0} - trunc({0}))", "same", ""),
+    ("silu", lambda x: x * _sigmoid_np(x),
+     _g(lambda c, g: g * sigmoid(_x(c)) * (1 + _x(c) * (1 - sigmoid(_x(c))))), "({0} * sigmoid({0}))", "float", "i"),
+    ("logical_not", np.logical_not, None, "(not {0})", "bool", ""),
+    ("isnan", np.isnan, None, "isnan({0})", "bool", ""),
+    ("isinf", np.isinf, None, "isinf({0})", "bool", ""),
+    ("isfinite", np.isfinite, None, "isfinite({0})", "bool", ""),
+    ("bitwise_not", np.invert, None, "(~{0})", "same", ""),
+]
+
+for _name, _fn, _vjp, _expr, _rule, _saves in UNARY:
+    pointwise(_name, _fn, _vjp, _expr, _rule, _saves)
+
+
+def _round_np(x, decimals=0):
+    return np.round(x, decimals) if decimals else np.round(x)
+
+
+pointwise("round", _round_np, _g(lambda c, g: g * 0), "round_({0}, {decimals})", "same", "")
+pointwise("gelu", _gelu_np, _g(_gelu_vjp), "gelu_{approximate}({0})", "float", "i")
+pointwise("softplus", _softplus_np,
+          _g(lambda c, g: g * where(_x(c) * c.attrs["beta"] > c.attrs["threshold"], 1.0,
+                                    sigmoid(_x(c) * c.attrs["beta"]))),
+          "softplus({0}, {beta}, {threshold})", "float", "i")
+pointwise("elu", lambda x, alpha=1.0: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(x)).astype(x.dtype, copy=False),
+          _g(lambda c, g: g * where(_x(c) > 0, 1.0, c.attrs["alpha"] * exp(_x(c)))),
+          "({0} if {0} > 0 else {alpha} * expm1({0}))", "float", "i")
+pointwise("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.dtype.type(negative_slope)),
+          _g(lambda c, g: g * where(_x(c) > 0, 1.0, c.attrs["negative_slope"])),
+          "({0} if {0} > 0 else {0} * {negative_slope})", "float", "i")
+pointwise("clamp", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
+          _g(lambda c, g: g * _in_range(_x(c), c.attrs["min"], c.attrs["max"])),
+          "clamp({0}, {min}, {max})", "same", "i")
+pointwise("cast", lambda x, dtype: x.astype(dtype.np), _g(lambda c, g: g), "cast({0}, {dtype})", "same", "",
+          grad_name="ToCopyBackward0")
+
+
+def _in_range(x, lo, hi):
+    m = None
+    if lo is not None:
+        m = x >= lo
+    if hi is not None:
+        m = (x <= hi) if m is None else logical_and(m, x <= hi)
+    return m if m is not None else ones_like_(x)
+
+
+def ones_like_(x):
+    return x * 0 + 1
+
+
+# ----------------------------------------------------------------------------- binary ops
+
+def _mul_vjp(c, g):
+    a, b = c.inputs
+    return (g * b if _needs(c, 0) else None, g * a if _needs(c, 1) else None)
+
+
+def _div_vjp(c, g):
+    a, b = c.inputs
+    ga = g / b if _needs(c, 0) else None
+    gb = -g * a / (b * b) if _needs(c, 1) else None
+    return ga, gb
+
+
+def _needs(c, i):
+    return c.next_functions[i] is not None
+
+
+def _pow_vjp(c, g):
+    a, b = c.inputs
+    ga = gb = None
+    if _needs(c, 0):
+        if _is_scalar(b):
+            ga = g * 0 if b == 0 else g * b * pow(a, b - 1)
+        else:
+            ga = where(b == 0, 0.0, g * b * pow(a, b - 1))
+    if _needs(c, 1):
+        if _is_scalar(a):
+            gb = g * c.out * math.log(a) if a > 0 else where(b >= 0, 0.0, g * c.out * math.log(a) if a else g * 0)
+        else:
+            gb = where(logical_and(a == 0, b >= 0), 0.0, g * c.out * log(a))
+    return ga, gb
+
+
+def _max_vjp(c, g, lt):
+    a, b = c.inputs
+    eq = (a == b)
+    ga = where(eq, g * 0.5, where(lt(a, b), 0.0, g)) if _needs(c, 0) else None
+    gb = where(eq, g * 0.5, where(lt(b, a), 0.0, g)) if _needs(c, 1) else None
+    return ga, gb
+
+
+def _atan2_vjp(c, g):
+    a, b = c.inputs
+    d = a * a + b * b
+    return g * b / d, -g * a / d
+
+
+BINARY = [
+    ("add", np.add, lambda c, g: (g, g), "({0} + {1})", "promote", ""),
+    ("sub", np.subtract, lambda c, g: (g, -g), "({0} - {1})", "promote", ""),
+    ("mul", np.multiply, _mul_vjp, "({0} * {1})", "promote", "i"),
+    ("div", np.true_divide, _div_vjp, "({0} / {1})", "float", "i"),
+    ("pow", np.power, _pow_vjp, "pow_({0}, {1})", "promote", "io"),
+    ("maximum", np.maximum, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "maximum({0}, {1})", "promote", "i"),
+    ("minimum", np.minimum, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "minimum({0}, {1})", "promote", "i"),
+    ("fmax", np.fmax, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "fmax({0}, {1})", "promote", "i"),
+    ("fmin", np.fmin, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "fmin({0}, {1})", "promote", "i"),
+    ("remainder", np.remainder, lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})", "promote",
+     "i"),
+    ("fmod", np.fmod, lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i"),
+    ("floor_divide", np.floor_divide, None, "floor_divide({0}, {1})", "promote", ""),
+    ("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})", "float", "i"),
+    ("eq", np.equal, None, "({0} == {1})", "bool", ""),
+    ("ne", np.not_equal, None, "({0} != {1})", "bool", ""),
+    ("lt", np.less, None, "({0} < {1})", "bool", ""),
+    ("le", np.less_equal, None, "({0} <= {1})", "bool", ""),
+    ("gt", np.greater, None, "({0} > {1})", "bool", ""),
+    ("ge", np.greater_equal, None, "({0} >= {1})", "bool", ""),
+    ("logical_and", np.logical_and, None, "({0} and {1})", "bool", ""),
+    ("logical_or", np.logical_or, None, "({0} or {1})", "bool", ""),
+    ("logical_xor", np.logical_xor, None, "({0} != {1})", "bool", ""),
+    ("bitwise_and", np.bitwise_and, None, "({0} & {1})", "promote", ""),
+    ("bitwise_or", np.bitwise_or, None, "({0} | {1})", "promote", ""),
+    ("bitwise_xor", np.bitwise_xor, None, "({0} ^ {1})", "promote", ""),
+]
+
+for _name, _fn, _vjp, _expr, _rule, _saves in BINARY:
+    pointwise(_name, _fn, _vjp, _expr, _rule, _saves)
+
+# comparisons of floats: "bool" rule compares in the promoted dtype, yields bool
+
+
+def _where_impl(cond, a, b):
+    dt = D.result_type(*[_NP(x) if isinstance(x, np.ndarray) else x for x in (a, b)])
+    a = a.astype(dt.np) if isinstance(a, np.ndarray) and a.dtype != dt.np else a
+    b = b.astype(dt.np) if isinstance(b, np.ndarray) and b.dtype != dt.np else b
+    out = np.where(cond, a, b)
+    return out if out.dtype == dt.np else out.astype(dt.np)
+
+
+def _where_meta(cond, a, b):
+    shape = broadcast_shapes(*[aval_of(x).shape for x in (cond, a, b) if not _is_scalar(x)])
+    return AVal(shape, D.result_type(a, b))
+
+
+defop("where", _where_impl, _where_meta,
+      lambda c, g: (None, where(c.inputs[0], g, 0.0) if _needs(c, 1) else None,
+                    where(c.inputs[0], 0.0, g) if _needs(c, 2) else None),
+      kind="elementwise", expr="({1} if {0} else {2})", saves="i", dtype_rule="where")
+
+
+def _lerp_vjp(c, g):
+    s, e, w = c.inputs
+    return (g * (1 - w), g * w, g * (e - s) if _needs(c, 2) else None)
+
+
+def _lerp_meta(s, e, w):
+    shape = broadcast_shapes(*[aval_of(x).shape for x in (s, e, w) if not _is_scalar(x)])
+    return AVal(shape, D.result_type(s, e))
+
+
+defop("lerp", lambda s, e, w: (s + w * (e - s)).astype(s.dtype, copy=False), _lerp_meta, _lerp_vjp,
+      kind="elementwise", expr="({0} + {2} * ({1} - {0}))", saves="i")
+
+
+# ----------------------------------------------------------------------------- public functions
+
+_this = globals()
+for _name in [u[0] for u in UNARY] + [b[0] for b in BINARY]:
+    _op = __import__("tracejit.ops.registry", fromlist=["OPS"]).OPS[_name]
+    _this[_name] = (lambda op: lambda input, *args: apply(op, input, *args))(_op)
+
+
+def round(input, decimals=0):
+    return apply(_R["round"], input, decimals=decimals)
+
+
+def gelu(input, approximate="none"):
+    return apply(_R["gelu"], input, approximate=approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return apply(_R["softplus"], input, beta=beta, threshold=threshold)
+
+
+def elu(input, alpha=1.0):
+    return apply(_R["elu"], input, alpha=alpha)
+
+
+def leaky_relu(input, negative_slope=0.01):
+    return apply(_R["leaky_relu"], input, negative_slope=negative_slope)
+
+
+def clamp(input, min=None, max=None):
+    from .._tensor import Tensor
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return apply(_R["clamp"], input, min=min, max=max)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        from .indexing import nonzero
+        return nonzero(condition, as_tuple=True)
+    return apply(_R["where"], condition, input, other)
+
+
+def lerp(input, end, weight):
+    return apply(_R["lerp"], input, end, weight)
+
+
+def cast(input, dtype):
+    dtype = D.to_dtype(dtype)
+    if input.dtype is dtype:
+        return input
+    return apply(_R["cast"], input, dtype=dtype)
+
+
+def add(input, other, *, alpha=1):
+    return apply(_R["add"], input, other if alpha == 1 else mul(other, alpha))
+
+
+def sub(input, other, *, alpha=1):
+    return apply(_R["sub"], input, other if alpha == 1 else mul(other, alpha))
+
+
+def rsub(input, other, alpha=1):
+    return sub(other, input, alpha=alpha)
+
+
+def true_divide(input, other):
+    return div(input, other)
+
+
+def divide(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return div(input, other)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        q = div(input, other)
+        return trunc(q) if q.dtype.is_floating_point else q
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
+
+
+_div_plain = _this["div"]
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is not None:
+        return divide(input, other, rounding_mode=rounding_mode)
+    return _div_plain(input, other)
+
+
+def float_power(input, exponent):
+    return pow(cast(input, D.float64) if hasattr(input, "dtype") else input,
+               cast(exponent, D.float64) if hasattr(exponent, "dtype") else exponent)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 * tensor2
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    return input + value * tensor1 / tensor2
+
+
+def xlogy(input, other):
+    return where(input == 0, 0.0, input * log(other))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    return clamp(input, min_val, max_val)
+
+
+def relu6(input):
+    return clamp(input, 0.0, 6.0)
+
+
+def hardsigmoid(input):
+    return clamp(input / 6 + 0.5, 0.0, 1.0)
+
+
+def hardswish(input):
+    return input * hardsigmoid(input)
+
+
+def mish(input):
+    return input * tanh(softplus(input))
+
+
+def logit(input, eps=None):
+    if eps is not None:
+        input = clamp(input, eps, 1 - eps)
+    return log(input / (1 - input))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    diff = abs(input - other)
+    close = diff <= atol + rtol * abs(other)
+    close = logical_or(close, input == other)
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(input), isnan(other)))
+    return close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other):
+    return tuple(input.shape) == tuple(other.shape) and bool((input == other).all())
+
+
+def sgn(input):
+    return sign(input)
+
+
+def signbit(input):
+    return lt(input, 0) if not input.dtype.is_floating_point else apply(_R["signbit"], input)
+
+
+pointwise("signbit", np.signbit, None, "signbit({0})", "bool", "")
+
+from .registry import OPS as _R  # noqa: E402
+
+negative, absolute, arcsin, arccos, arctan, arctan2 = neg, abs, asin, acos, atan, atan2
+multiply, subtract, greater, greater_equal, less, less_equal, not_equal = mul, sub, gt, ge, lt, le, ne

@@ -1,0 +1,359 @@
+"""Indexing: getitem (basic views and advanced copies), index_put (setitem, index_add), gather/scatter."""
+import numpy as np
+
+from .. import _dtype as D
+from .registry import AVal, apply, defop, norm_dim, OPS
+
+
+class _T:
+    """Placeholder in an index spec for the k-th index tensor (an op input)."""
+    __slots__ = ("k",)
+
+    def __init__(self, k):
+        self.k = k
+
+    def __repr__(self):
+        return f"%i{self.k}"
+
+    def __eq__(self, o):
+        return isinstance(o, _T) and o.k == self.k
+
+    def __hash__(self):
+        return hash(("_T", self.k))
+
+
+def _resolve(spec, idx):
+    return tuple(idx[s.k] if isinstance(s, _T) else s for s in spec)
+
+
+def _dummy(aval):
+    """A zero-strided stand-in array of an abstract shape: lets numpy compute indexing shapes for free."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, aval.dtype.np), tuple(aval.shape), (0,) * len(aval.shape))
+
+
+def _index_meta(x, *idx, spec):
+    try:
+        shape = _dummy(x)[_resolve(spec, [np.zeros(i.shape, np.int64) for i in idx])].shape
+    except IndexError as e:
+        raise IndexError(str(e)) from None
+    return AVal(shape, x.dtype)
+
+
+def _index_np(x, *idx, spec):
+    return x[_resolve(spec, idx)]
+
+
+def _index_vjp(c, g):
+    idx = c.inputs[1:]
+    return (apply(OPS["index_backward"], g, *idx, shape=c.shapes[0], spec=c.attrs["spec"]),) + (None,) * len(idx)
+
+
+def _index_backward_np(g, *idx, shape, spec):
+    z = np.zeros(shape, g.dtype)
+    key = _resolve(spec, idx)
+    if idx:
+        np.add.at(z, key, g)
+    else:
+        z[key] = g
+    return z
+
+
+defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name="SliceBackward0")
+defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0")
+defop("index_backward", _index_backward_np, lambda g, *idx, shape, spec: AVal(shape, g.dtype),
+      lambda c, g: (apply(OPS["index"], g, *c.inputs[1:], spec=c.attrs["spec"]),) + (None,) * (len(c.inputs) - 1),
+      kind="index", saves="i")
+
+
+def _index_put_np(x, v, *idx, spec, accumulate):
+    out = x.copy()
+    key = _resolve(spec, idx)
+    v = v.astype(x.dtype, copy=False) if isinstance(v, np.ndarray) else v
+    if accumulate:
+        np.add.at(out, key, v)
+    else:
+        out[key] = v
+    return out
+
+
+def _index_put_vjp(c, g):
+    x, v, *idx = c.inputs
+    spec = c.attrs["spec"]
+    gx = g if c.attrs["accumulate"] else apply(OPS["index_put"], g, 0.0, *idx, spec=spec, accumulate=False)
+    gv = None
+    if c.next_functions[1] is not None:
+        gv = apply(OPS["index"], g, *idx, spec=spec)
+    return (gx, gv) + (None,) * len(idx)
+
+
+defop("index_put", _index_put_np, lambda x, v, *idx, spec, accumulate: AVal(x.shape, x.dtype), _index_put_vjp,
+      kind="index", saves="i", grad_name="IndexPutBackward0")
+
+
+# ----------------------------------------------------------------------------- index normalization
+
+def _prepare(x, index):
+    """-> (spec, index tensors, basic?) with Python lists, numpy arrays and bool masks made tensors."""
+    from .._tensor import Tensor
+    from ..creation import tensor as _tensor
+    if not isinstance(index, tuple):
+        index = (index,)
+    spec, tensors = [], []
+    dim = 0
+    for it in index:
+        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
+            t = it if isinstance(it, Tensor) else _tensor(np.asarray(it) if not isinstance(it, list) else it)
+            if t.dtype is D.bool_ or t.dtype is D.uint8:
+                # boolean mask: its True positions become index tensors (data-dependent shape)
+                t._concrete("boolean-mask indexing (its result's shape depends on the mask's values)")
+                for nz in np.nonzero(t._data):
+                    spec.append(_T(len(tensors)))
+                    tensors.append(Tensor._wrap(nz.astype(np.int64)))
+                dim += t.ndim
+                continue
+            if t.dtype.is_floating_point:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            spec.append(_T(len(tensors)))
+            tensors.append(t)
+            dim += 1
+        elif it is None or it is Ellipsis or isinstance(it, slice):
+            if isinstance(it, slice) and it.step is not None and it.step <= 0:
+                raise ValueError("step must be greater than zero")
+            spec.append(it if not isinstance(it, slice) else slice(*(_int(v) for v in (it.start, it.stop, it.step))))
+            dim += isinstance(it, slice)
+        elif isinstance(it, bool):
+            spec.append(it)
+        else:
+            try:
+                i = int(it)
+            except TypeError:
+                raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                                 f"valid indices (got {type(it).__name__})") from None
+            spec.append(i)
+            dim += 1
+    if dim > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    _check_ints(x, spec)
+    return tuple(spec), tensors
+
+
+def _int(v):
+    return None if v is None else int(v)
+
+
+def _check_ints(x, spec):
+    # PyTorch's message for an out-of-range integer index
+    shape = tuple(x.shape)
+    d = 0
+    n_ell = shape and len([s for s in spec if s is not None and s is not Ellipsis and not isinstance(s, bool)])
+    for s in spec:
+        if s is Ellipsis:
+            d = len(shape) - (n_ell - d) if n_ell else d
+            continue
+        if s is None or isinstance(s, bool):
+            continue
+        if isinstance(s, int) and d < len(shape) and not -shape[d] <= s < shape[d]:
+            raise IndexError(f"index {s} is out of bounds for dimension {d} with size {shape[d]}")
+        d += 1
+
+
+def getitem(x, index):
+    spec, tensors = _prepare(x, index)
+    if not tensors:
+        return apply(OPS["slice"], x, spec=spec)
+    return apply(OPS["index"], x, *tensors, spec=spec)
+
+
+def index_put(x, indices, values, accumulate=False):
+    spec, tensors = _prepare(x, indices if isinstance(indices, tuple) else (indices,))
+    return apply(OPS["index_put"], x, values, *tensors, spec=spec, accumulate=accumulate)
+
+
+def setitem(x, index, value):
+    from .._tensor import Tensor
+    from .._state import STATE
+    if STATE.tracer is None and x._data is not None and not (STATE.grad_enabled and (
+            x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
+        # eager, no autograd: write straight into the buffer
+        spec, tensors = _prepare(x, index)
+        v = value._data if isinstance(value, Tensor) else value
+        try:
+            x._data[_resolve(spec, [t._data for t in tensors])] = v
+        except ValueError as e:
+            raise RuntimeError(f"setitem: {e}") from None
+        x._version.v += 1
+        return
+    from .inplace import inplace
+    inplace(x, lambda s: index_put(s, index, value), (value,))
+
+
+def select(input, dim, index):
+    d = norm_dim(dim, input.ndim)
+    return getitem(input, (slice(None),) * d + (int(index),))
+
+
+def slice_dim(input, dim, start, stop):
+    return getitem(input, (slice(None),) * dim + (slice(start, stop),))
+
+
+def index_select(input, dim, index):
+    d = norm_dim(dim, input.ndim)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    return getitem(input, (slice(None),) * d + (index.reshape(-1),))
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    d = norm_dim(dim, input.ndim)
+    src = source if alpha == 1 else source * alpha
+    return index_put(input, (slice(None),) * d + (index,), src, accumulate=True)
+
+
+def index_fill(input, dim, index, value):
+    d = norm_dim(dim, input.ndim)
+    return index_put(input, (slice(None),) * d + (index,), value)
+
+
+def index_copy(input, dim, index, source):
+    d = norm_dim(dim, input.ndim)
+    return index_put(input, (slice(None),) * d + (index,), source)
+
+
+def masked_fill(input, mask, value):
+    from .elementwise import where
+    if mask.dtype is not D.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype.name}")
+    return where(mask, value, input)
+
+
+def masked_select(input, mask):
+    from .shape_ops import broadcast_tensors
+    x, m = broadcast_tensors(input, mask)
+    return getitem(x, m)
+
+
+def nonzero(input, *, as_tuple=False):
+    input._concrete("nonzero() (its result's shape depends on the tensor's values)")
+    from .._tensor import Tensor
+    nz = np.nonzero(input._data)
+    if as_tuple:
+        return tuple(Tensor._wrap(i.astype(np.int64)) for i in nz)
+    return Tensor._wrap(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
+
+
+def argwhere(input):
+    return nonzero(input)
+
+
+def take(input, index):
+    return getitem(input.reshape(-1), index)
+
+
+# ----------------------------------------------------------------------------- gather / scatter
+
+def _grid(index, dim):
+    g = list(np.indices(index.shape, sparse=True))
+    g[dim] = index
+    return tuple(g)
+
+
+def _gather_np(x, index, dim):
+    if x.ndim == 0:
+        return x[()] if index.ndim == 0 else np.broadcast_to(x, index.shape).copy()
+    return x[_grid(index, dim)]
+
+
+def _gather_meta(x, index, dim):
+    if index.ndim != x.ndim and x.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    return AVal(index.shape, x.dtype)
+
+
+def _gather_vjp(c, g):
+    x, index = c.inputs
+    from ..creation import zeros
+    return (scatter_add(zeros(c.shapes[0], dtype=g.dtype), c.attrs["dim"], index, g), None)
+
+
+defop("gather", _gather_np, _gather_meta, _gather_vjp, kind="index", saves="i")
+
+
+def _src_region(src, index):
+    if isinstance(src, np.ndarray) and src.ndim:
+        return src[tuple(slice(0, s) for s in index.shape)]
+    return src
+
+
+def _scatter_np(x, index, src, dim, reduce=None):
+    out = x.copy()
+    key = _grid(index, dim)
+    v = _src_region(src, index)
+    if reduce is None:
+        out[key] = v
+    elif reduce in ("add", "sum"):
+        np.add.at(out, key, v)
+    elif reduce in ("multiply", "prod"):
+        np.multiply.at(out, key, v)
+    else:
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    return out
+
+
+def _scatter_vjp(c, g):
+    x, index, src = c.inputs
+    dim, red = c.attrs["dim"], c.attrs.get("reduce")
+    if red in ("multiply", "prod"):
+        raise RuntimeError("scatter with reduce='multiply' has no derivative in tracejit (nor in PyTorch)")
+    gx = g if red else scatter(g, dim, index, 0.0)
+    gs = None
+    if c.next_functions[2] is not None:
+        gs = gather(g, dim, index)
+        if tuple(gs.shape) != c.shapes[2]:
+            from ..creation import zeros
+            from .indexing import index_put as _ip
+            gs = _ip(zeros(c.shapes[2], dtype=g.dtype), tuple(slice(0, s) for s in gs.shape), gs)
+    return gx, None, gs
+
+
+defop("scatter", _scatter_np, lambda x, index, src, dim, reduce=None: AVal(x.shape, x.dtype), _scatter_vjp,
+      kind="index", saves="i")
+
+
+def gather(input, dim, index, *, sparse_grad=False):
+    return apply(OPS["gather"], input, index, dim=norm_dim(dim, input.ndim))
+
+
+def take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return take(input, indices.reshape(-1))
+    from .shape_ops import broadcast_to
+    d = norm_dim(dim, input.ndim)
+    shape = list(np.broadcast_shapes(tuple(input.shape[:d]) + (1,) + tuple(input.shape[d + 1:]),
+                                     tuple(indices.shape[:d]) + (1,) + tuple(indices.shape[d + 1:])))
+    ishape, xshape = list(shape), list(shape)
+    ishape[d], xshape[d] = indices.shape[d], input.shape[d]
+    return gather(broadcast_to(input, xshape), d, broadcast_to(indices, ishape))
+
+
+def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+    if src is None:
+        src = value
+    attrs = {"dim": norm_dim(dim, input.ndim)}
+    if reduce is not None:
+        attrs["reduce"] = reduce
+    return apply(OPS["scatter"], input, index, src, **attrs)
+
+
+def scatter_add(input, dim, index, src):
+    return apply(OPS["scatter"], input, index, src, dim=norm_dim(dim, input.ndim), reduce="add")
+
+
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    if reduce not in ("sum", "prod") or not include_self:
+        raise NotImplementedError("scatter_reduce: tracejit supports reduce='sum'/'prod' with include_self=True")
+    return scatter(input, dim, index, src, reduce=reduce)
+
+
+def scatter_add_(input, dim, index, src):
+    """Out-of-place in effect: used by VJP rules on fresh zero tensors."""
+    return scatter_add(input, dim, index, src)

@@ -1,0 +1,77 @@
+"""In-place ops (`x.add_(y)`, `x[i] = v`, `p -= lr * g`): computed out of place, then written back.
+
+Eagerly the result is copied into the tensor's buffer and its version counter bumped; if autograd is
+involved, the tensor takes the new grad_fn (its old value lives on in a snapshot the new node saved).
+While tracing the same code rebinds the tracer to the new IR value: in-place updates are functionalized.
+"""
+import numpy as np
+
+from .._state import STATE
+
+
+def _snapshot(t):
+    """A tensor standing for `t`'s value before the update (same autograd identity, own version)."""
+    from .._tensor import Tensor
+    s = object.__new__(Tensor)
+    s._init(t._data.copy() if t._data is not None else None)
+    s._value = t._value
+    s._requires_grad = t._requires_grad
+    s.grad_fn = t.grad_fn
+    s._output_nr = t._output_nr
+    return s
+
+
+def inplace(self, compute, args=()):
+    """Update `self` with `compute(old_self)`; `args` are the other tensor operands (for autograd)."""
+    from .._tensor import Tensor
+    grad = STATE.grad_enabled
+    if grad and self._requires_grad and self.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    need = grad and (self._requires_grad or any(isinstance(a, Tensor) and a._requires_grad for a in args))
+    tracing = STATE.tracer is not None
+    if (need or tracing) and self._base is not None:
+        if tracing:
+            from ..tracing.errors import trace_error
+            raise trace_error("an in-place update of a view (slice) of a tensor inside a traced function",
+                              "update the whole tensor (e.g. with torch.where or index_put) instead of a view")
+        if self._base._requires_grad:
+            raise RuntimeError("tracejit does not support in-place updates of a view of a tensor that requires "
+                               "grad (PyTorch's CopySlices); clone() the base or use an out-of-place op.")
+    res = compute(_snapshot(self) if (need or tracing) else self)
+    if not isinstance(res, Tensor):
+        from ..creation import tensor
+        res = tensor(res, dtype=self.dtype)
+    rd, sd = res.dtype, self.dtype
+    if rd is not sd and (rd._cat > sd._cat):
+        raise RuntimeError(f"result type {rd.name.capitalize()} can't be cast to the desired output type "
+                           f"{sd.name.capitalize()}")
+    if tuple(res.shape) != tuple(self.shape):
+        from .registry import broadcast_shapes
+        if broadcast_shapes(res.shape, self.shape) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                               f"{list(broadcast_shapes(res.shape, self.shape))}")
+        res = res.expand(self.shape)
+    if tracing:
+        if rd is not sd:
+            res = res.to(sd)
+        STATE.tracer.rebind(self, res)
+    else:
+        try:
+            np.copyto(self._data, res._data, casting="unsafe")
+        except ValueError:
+            raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
+                               "between elements); clone() it before writing") from None
+    self._version.v += 1
+    if need:
+        self.grad_fn = res.grad_fn
+        self._output_nr = res._output_nr
+        self._requires_grad = res._requires_grad
+    return self
+
+
+def make_inplace(fn):
+    """`x.f_(*a)` from the out-of-place function `f(x, *a)`."""
+    def method(self, *args, **kwargs):
+        return inplace(self, lambda s: fn(s, *args, **kwargs), args + tuple(kwargs.values()))
+    method.__name__ = fn.__name__ + "_"
+    return method

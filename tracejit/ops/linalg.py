@@ -1,0 +1,202 @@
+"""Matrix products. One primitive, batched `matmul` (ndim >= 2, broadcast batch dims), and `einsum`;
+the 1-D cases, mm, bmm, dot, inner, outer, addmm are composed from them."""
+import numpy as np
+
+from .. import _dtype as D
+from .registry import AVal, apply, broadcast_shapes, defop, OPS
+
+
+def _matmul_meta(a, b):
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape[-2:]))} and "
+                           f"{'x'.join(map(str, b.shape[-2:]))})")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}")
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return AVal(batch + (a.shape[-2], b.shape[-1]), a.dtype)
+
+
+def _matmul_np(a, b):
+    if a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
+        _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
+    return np.matmul(a, b)
+
+
+def _mT(x):
+    from .shape_ops import transpose
+    return transpose(x, -1, -2)
+
+
+def _matmul_vjp(c, g):
+    a, b = c.inputs
+    ga = apply(OPS["matmul"], g, _mT(b)) if c.next_functions[0] is not None else None
+    gb = apply(OPS["matmul"], _mT(a), g) if c.next_functions[1] is not None else None
+    return ga, gb  # the engine sums broadcast batch dims back
+
+
+defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i", grad_name="MmBackward0")
+
+
+def matmul(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
+                           f"{other.ndim}D")
+    a = input.reshape(1, -1) if input.ndim == 1 else input
+    b = other.reshape(-1, 1) if other.ndim == 1 else other
+    if a.shape[-1] != b.shape[-2]:
+        if input.ndim == 1 and other.ndim == 1:
+            raise RuntimeError(f"inconsistent tensor size, expected tensor [{input.shape[0]}] and src "
+                               f"[{other.shape[0]}] to have the same number of elements, but got {input.shape[0]} "
+                               f"and {other.shape[0]} elements respectively")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape[-2:]))} and "
+                           f"{'x'.join(map(str, b.shape[-2:]))})")
+    if a.dtype is not b.dtype:
+        dt = D.promote_types(a.dtype, b.dtype)
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype.name} != {b.dtype.name}")
+    out = apply(OPS["matmul"], a, b)
+    if input.ndim == 1:
+        out = out.squeeze(-2)
+    if other.ndim == 1:
+        out = out.squeeze(-1)
+    return out
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2D tensors, got {input.ndim}D and {mat2.ndim}D")
+    return matmul(input, mat2)
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    return matmul(input, mat2)
+
+
+def mv(input, vec):
+    return matmul(input, vec)
+
+
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    return matmul(input, other)
+
+
+vdot = dot
+
+
+def inner(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    return matmul(input, _mT(other) if other.ndim > 1 else other) if other.ndim <= 2 else \
+        einsum("...i,...i->...", input, other)
+
+
+def outer(input, vec2):
+    return input.reshape(-1, 1) * vec2.reshape(1, -1)
+
+
+ger = outer
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    prod = mm(mat1, mat2)
+    if alpha != 1:
+        prod = prod * alpha
+    return prod + (input if beta == 1 else input * beta) if beta != 0 else prod
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    return addmm(input, mat, vec.reshape(-1, 1), beta=beta, alpha=alpha).reshape(-1) if input.ndim == 1 \
+        else input * beta + alpha * mv(mat, vec)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return input * beta + alpha * bmm(batch1, batch2)
+
+
+# ----------------------------------------------------------------------------- einsum
+
+def _parse(eq, ndims):
+    eq = eq.replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        raise RuntimeError(f"einsum(): {len(terms)} operands in the equation but {len(ndims)} given")
+    letters = sorted(set("".join(terms).replace(".", "")))
+    free = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in letters]
+    ell = None
+    out_terms = []
+    for t, n in zip(terms, ndims):
+        if "..." in t:
+            k = n - (len(t) - 3)
+            if ell is None or k > len(ell):
+                ell = "".join(free[:k])
+            t = t.replace("...", "".join(free[:k])[len(ell) - k:] if ell else "")
+        out_terms.append(t)
+    if not _:
+        counts = {}
+        for t in out_terms:
+            for ch in t:
+                counts[ch] = counts.get(ch, 0) + 1
+        rhs = (ell or "") + "".join(ch for ch in letters if counts.get(ch) == 1)
+    else:
+        rhs = rhs.replace("...", ell or "")
+    return out_terms, rhs
+
+
+def _einsum_meta(*xs, terms, out):
+    sizes = {}
+    for t, x in zip(terms, xs):
+        for ch, s in zip(t, x.shape):
+            if sizes.get(ch, s) != s and s != 1 and sizes[ch] != 1:
+                raise RuntimeError(f"einsum(): operands do not broadcast for subscript {ch}: {sizes[ch]} vs {s}")
+            sizes[ch] = s if sizes.get(ch, 1) == 1 else sizes[ch]
+    return AVal(tuple(sizes[ch] for ch in out), xs[0].dtype)
+
+
+def _einsum_np(*xs, terms, out):
+    return np.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2)
+
+
+def _einsum_vjp(c, g):
+    terms, out = c.attrs["terms"], c.attrs["out"]
+    xs = c.inputs
+    grads = []
+    for i, t in enumerate(terms):
+        if c.next_functions[i] is None:
+            grads.append(None)
+            continue
+        if len(set(t)) != len(t):
+            raise NotImplementedError("einsum backward with a repeated subscript in one operand (a diagonal) is not "
+                                      "supported by tracejit")
+        others = [(terms[j], xs[j]) for j in range(len(xs)) if j != i]
+        avail = set(out).union(*[set(tt) for tt, _ in others])
+        keep = "".join(ch for ch in t if ch in avail)
+        gi = einsum_terms([out] + [tt for tt, _ in others], keep, g, *[x for _, x in others])
+        if keep != t:  # subscripts summed away only in this operand: broadcast the gradient over them
+            shape = [c.shapes[i][t.index(ch)] if ch not in avail else gi.shape[keep.index(ch)] for ch in t]
+            gi = gi.reshape([gi.shape[keep.index(ch)] if ch in avail else 1 for ch in t]).expand(shape)
+        grads.append(gi)
+    return tuple(grads)
+
+
+defop("einsum", _einsum_np, _einsum_meta, _einsum_vjp, kind="matmul", saves="i")
+
+
+def einsum_terms(terms, out, *xs):
+    return apply(OPS["einsum"], *xs, terms=tuple(terms), out=out)
+
+
+def einsum(equation, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    terms, out = _parse(equation, [x.ndim for x in operands])
+    dt = operands[0].dtype
+    for x in operands[1:]:
+        if x.dtype is not dt:
+            raise RuntimeError(f"einsum(): operands must have the same dtype, got {dt.name} and {x.dtype.name}")
+    return einsum_terms(terms, out, *operands)

@@ -1,0 +1,177 @@
+"""The op registry: every op is defined exactly once, here, and serves every part of the system.
+
+An `Op` holds
+  - `impl(*arrays, **attrs)`: the numpy implementation (eager mode and the IR interpreter),
+  - `meta(*avals, **attrs)`: the shape/dtype rule (tracer, IR verifier); avals have `.shape`/`.dtype`,
+  - `vjp(ctx, *grads)`: the derivative, written with tracejit ops so that it runs on eager tensors
+    (autograd, create_graph, higher order) and on tracers (the symbolic autodiff pass) alike,
+  - `expr`: for elementwise ops, the scalar expression template the fusion code generator inlines.
+
+`apply(op, *args, **attrs)` is the single dispatch point: eager run or tracer recording, then autograd
+recording. The engine sums broadcast gradients back to input shapes and casts them to input dtypes, so
+VJP rules never repeat that.
+"""
+import numpy as np
+
+from .. import _dtype as D
+from .._state import STATE
+
+
+class Op:
+    __slots__ = ("name", "kind", "impl", "meta", "vjp", "expr", "nout", "saves", "view", "random",
+                 "data_dependent", "grad_name", "dtype_rule", "__dict__")
+
+    def __init__(self, name, impl, meta, vjp=None, *, kind="other", expr=None, nout=1, saves="i",
+                 view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None):
+        self.name = name
+        self.kind = kind
+        self.impl = impl
+        self.meta = meta
+        self.vjp = vjp
+        self.expr = expr
+        self.nout = nout
+        self.saves = saves
+        self.view = view
+        self.random = random
+        self.data_dependent = data_dependent
+        self.grad_name = grad_name or (_camel(name) + "Backward0")
+        self.dtype_rule = dtype_rule
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+
+def _camel(name):
+    return "".join(p[:1].upper() + p[1:] for p in name.strip("_").split("_"))
+
+
+OPS = {}
+
+
+def defop(name, impl, meta, vjp=None, **kw):
+    if name in OPS:
+        raise ValueError(f"op {name!r} is defined twice")
+    op = Op(name, impl, meta, vjp, **kw)
+    OPS[name] = op
+    return op
+
+
+class AVal:
+    """An abstract value: what the shape rule sees and returns."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"{self.dtype.short}[{','.join(map(str, self.shape))}]"
+
+
+def apply(op, *args, **attrs):
+    """Run `op` on tensors/scalars: eagerly on numpy, or record it when tracing; then record autograd."""
+    from .._tensor import Tensor
+    if STATE.tracer is not None:
+        outs = STATE.tracer.record(op, args, attrs)
+    else:
+        arrays = [a._data if type(a) is Tensor or isinstance(a, Tensor) else a for a in args]
+        if STATE.profiler is not None:
+            res = STATE.profiler.run(op, arrays, attrs)
+        else:
+            try:
+                res = op.impl(*arrays, **attrs)
+            except (ValueError, IndexError, TypeError) as e:
+                raise _user_error(op, args, e) from None
+        if op.nout == 1:
+            outs = (Tensor._wrap(res),)
+        else:
+            outs = tuple(Tensor._wrap(r) for r in res)
+        if op.view:
+            base = args[0]
+            for o in outs:
+                o._version = base._version
+                o._base = base if base._base is None else base._base
+    if STATE.grad_enabled and op.vjp is not None:
+        for a in args:
+            if isinstance(a, Tensor) and a.requires_grad:
+                from ..autograd.graph import record
+                record(op, args, outs, attrs)
+                break
+    return outs[0] if op.nout == 1 else outs
+
+
+def _user_error(op, args, e):
+    """Turn a numpy error into PyTorch's kind of error, naming the op and the shapes."""
+    from .._tensor import Tensor
+    shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+    msg = str(e)
+    if isinstance(e, IndexError):
+        return IndexError(f"{op.name}: {msg}")
+    if "broadcast" in msg and len(shapes) >= 2:
+        return RuntimeError(broadcast_error(shapes[0], shapes[1]))
+    return RuntimeError(f"{op.name}: invalid arguments for input shapes {shapes}: {msg}")
+
+
+# ---------------------------------------------------------------- shape-rule helpers shared by ops
+
+def broadcast_error(a, b):
+    a, b = tuple(a), tuple(b)
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    for i in range(n - 1, -1, -1):
+        if pa[i] != pb[i] and pa[i] != 1 and pb[i] != 1:
+            return (f"The size of tensor a ({pa[i]}) must match the size of tensor b ({pb[i]}) at "
+                    f"non-singleton dimension {i} (shapes {list(a)} and {list(b)})")
+    return f"shapes {list(a)} and {list(b)} cannot be broadcast together"
+
+
+def broadcast_shapes(*shapes):
+    out = ()
+    for s in shapes:
+        s = tuple(s)
+        if s == out:
+            continue
+        n = max(len(out), len(s))
+        pa, pb = (1,) * (n - len(out)) + out, (1,) * (n - len(s)) + s
+        r = []
+        for x, y in zip(pa, pb):
+            if x == y or y == 1:
+                r.append(x)
+            elif x == 1:
+                r.append(y)
+            else:
+                raise RuntimeError(broadcast_error(out, s))
+        out = tuple(r)
+    return out
+
+
+def norm_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim % n
+
+
+def norm_dims(dim, ndim):
+    """None -> all dims; int or sequence -> sorted tuple of non-negative dims."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, int):
+        dim = (dim,)
+    out = tuple(sorted(norm_dim(d, ndim) for d in dim))
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {tuple(dim)} appears multiple times in the list of dims")
+    return out if ndim else ()
+
+
+def aval_of(x):
+    """Shape/dtype of a tensor, tracer or Python scalar (scalars are 0-d with their weak dtype)."""
+    if hasattr(x, "dtype") and isinstance(x.dtype, D.dtype):
+        return x
+    if isinstance(x, np.ndarray):
+        return AVal(x.shape, D.from_numpy_dtype(x.dtype))
+    return AVal((), D.result_type(x))

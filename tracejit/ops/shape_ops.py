@@ -1,0 +1,494 @@
+"""Shape ops. Primitives: reshape/view, permute, expand, cat, flip, roll, tril/triu, clone/contiguous;
+everything else (squeeze, transpose, stack, split, tile, ...) is composed from them and so gets its
+derivative, shape rule and code generation for free."""
+import builtins
+
+import numpy as np
+
+from .registry import AVal, apply, defop, norm_dim, OPS
+
+
+def _infer_shape(shape, numel):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _view_np(x, shape):
+    out = x.view()
+    try:
+        out.shape = shape
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return out
+
+
+defop("reshape", lambda x, shape: x.reshape(shape), lambda x, shape: AVal(shape, x.dtype),
+      lambda c, g: (reshape(g, c.shapes[0]),), kind="shape", saves="", grad_name="ReshapeAliasBackward0")
+defop("view", _view_np, lambda x, shape: AVal(shape, x.dtype), lambda c, g: (reshape(g, c.shapes[0]),),
+      kind="shape", saves="", view=True)
+defop("permute", lambda x, dims: np.transpose(x, dims), lambda x, dims: AVal([x.shape[d] for d in dims], x.dtype),
+      lambda c, g: (permute(g, tuple(np.argsort(c.attrs["dims"]))),), kind="shape", saves="", view=True)
+defop("expand", lambda x, shape: np.broadcast_to(x, shape), lambda x, shape: AVal(shape, x.dtype),
+      lambda c, g: (g,), kind="shape", saves="", view=True)  # the engine sums g back to the input shape
+defop("clone", lambda x: x.copy(), lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
+      expr="{0}", saves="")
+defop("contiguous", np.ascontiguousarray, lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
+      expr="{0}", saves="", grad_name="CloneBackward0")
+
+
+def _cat_np(*xs, dim):
+    from .. import _dtype as D
+    dt = D.result_type(*[_A(x) for x in xs])
+    return np.concatenate([x.astype(dt.np, copy=False) for x in xs], axis=dim)
+
+
+class _A:
+    __slots__ = ("dtype", "ndim")
+
+    def __init__(self, a):
+        from .. import _dtype as D
+        self.dtype, self.ndim = D._FROM_NP[a.dtype], 1
+
+
+def _cat_meta(*xs, dim):
+    from .. import _dtype as D
+    ref = xs[0].shape
+    for x in xs[1:]:
+        if len(x.shape) != len(ref) or builtins.any(a != b for i, (a, b) in enumerate(zip(x.shape, ref)) if i != dim):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size {list(ref)} "
+                               f"but got size {list(x.shape)} for a tensor in the list.")
+    shape = list(ref)
+    shape[dim] = builtins.sum(x.shape[dim] for x in xs)
+    return AVal(shape, D.result_type(*[_Dim(x.dtype) for x in xs]))
+
+
+class _Dim:
+    __slots__ = ("dtype", "ndim")
+
+    def __init__(self, d):
+        self.dtype, self.ndim = d, 1
+
+
+def _cat_vjp(c, g):
+    dim = c.attrs["dim"]
+    out, start = [], 0
+    for s in c.shapes:
+        out.append(narrow(g, dim, start, s[dim]))
+        start += s[dim]
+    return tuple(out)
+
+
+defop("cat", _cat_np, _cat_meta, _cat_vjp, kind="shape", saves="")
+defop("flip", lambda x, dims: np.flip(x, dims).copy(), lambda x, dims: AVal(x.shape, x.dtype),
+      lambda c, g: (flip(g, c.attrs["dims"]),), kind="shape", saves="")
+defop("roll", lambda x, shifts, dims: np.roll(x, shifts, dims), lambda x, shifts, dims: AVal(x.shape, x.dtype),
+      lambda c, g: (roll(g, tuple(-s for s in c.attrs["shifts"]), c.attrs["dims"]),), kind="shape", saves="")
+defop("tril", lambda x, k: np.tril(x, k), lambda x, k: AVal(x.shape, x.dtype), lambda c, g: (tril(g, c.attrs["k"]),),
+      kind="shape", saves="")
+defop("triu", lambda x, k: np.triu(x, k), lambda x, k: AVal(x.shape, x.dtype), lambda c, g: (triu(g, c.attrs["k"]),),
+      kind="shape", saves="")
+
+
+# ----------------------------------------------------------------------------- public API
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(int(s) for s in shape)
+
+
+def reshape(input, *shape):
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    if shape == tuple(input.shape):
+        return input if input._data is None else apply(OPS["view"], input, shape=shape)
+    return apply(OPS["reshape"], input, shape=shape)
+
+
+def view(input, *shape):
+    from .._dtype import dtype
+    if len(shape) == 1 and isinstance(shape[0], dtype):
+        raise NotImplementedError("view(dtype) reinterpretation is not supported by tracejit")
+    shape = _infer_shape(_shape_arg(shape), input.numel())
+    return apply(OPS["view"], input, shape=shape)
+
+
+def permute(input, *dims):
+    dims = tuple(norm_dim(d, input.ndim) for d in _shape_arg(dims))
+    if sorted(dims) != list(range(input.ndim)):
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                           f"of the desired ordering of dimensions i.e. input.dim() = {input.ndim} is not equal to "
+                           f"len(dims) = {len(dims)}" if len(dims) != input.ndim else "permute(): duplicate dims")
+    return apply(OPS["permute"], input, dims=dims)
+
+
+def transpose(input, dim0, dim1):
+    n = input.ndim
+    if n == 0:
+        return input
+    d0, d1 = norm_dim(dim0, n), norm_dim(dim1, n)
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return apply(OPS["permute"], input, dims=tuple(dims))
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def adjoint(input):
+    return transpose(input, -2, -1)
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    n = len(sizes)
+    if n < input.ndim:
+        raise RuntimeError(f"expand: the number of sizes provided ({n}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({input.ndim})")
+    src = (1,) * (n - input.ndim) + tuple(input.shape)
+    shape = []
+    for i, (s, want) in enumerate(zip(src, sizes)):
+        if want == -1:
+            if i < n - input.ndim:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            want = s
+        if s != want and s != 1:
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the existing size ({s}) at "
+                               f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                               f"{list(input.shape)}")
+        shape.append(want)
+    shape = tuple(shape)
+    if shape == tuple(input.shape):
+        return input
+    return apply(OPS["expand"], input, shape=shape)
+
+
+def expand_as(input, other):
+    return expand(input, other.shape)
+
+
+def broadcast_to(input, shape):
+    return expand(input, shape)
+
+
+def broadcast_tensors(*tensors):
+    from .registry import broadcast_shapes
+    shape = broadcast_shapes(*[t.shape for t in tensors])
+    return tuple(expand(t, shape) for t in tensors)
+
+
+def squeeze(input, dim=None):
+    if dim is None:
+        shape = tuple(s for s in input.shape if s != 1)
+    else:
+        dims = (dim,) if isinstance(dim, int) else dim
+        dims = {norm_dim(d, input.ndim) for d in dims}
+        shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
+    return reshape(input, shape) if shape != tuple(input.shape) else input
+
+
+def unsqueeze(input, dim):
+    d = norm_dim(dim, input.ndim + 1) if input.ndim else norm_dim(dim, 1)
+    shape = list(input.shape)
+    shape.insert(d, 1)
+    return reshape(input, tuple(shape))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    s, e = norm_dim(start_dim, input.ndim), norm_dim(end_dim, input.ndim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = tuple(input.shape)
+    return reshape(input, shape[:s] + (_numel(shape[s:e + 1]),) + shape[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    d = norm_dim(dim, input.ndim)
+    shape = tuple(input.shape)
+    sizes = _infer_shape(tuple(sizes), shape[d])
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+def ravel(input):
+    return reshape(input, (-1,))
+
+
+def movedim(input, source, destination):
+    n = input.ndim
+    src = [norm_dim(s, n) for s in ((source,) if isinstance(source, int) else source)]
+    dst = [norm_dim(d, n) for d in ((destination,) if isinstance(destination, int) else destination)]
+    order = [i for i in range(n) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, tuple(order)) if order != list(range(n)) else input
+
+
+moveaxis = movedim
+
+
+def contiguous(input):
+    if input._data is not None and input._data.flags.c_contiguous:
+        return input
+    return apply(OPS["contiguous"], input)
+
+
+def clone(input, memory_format=None):
+    return apply(OPS["clone"], input)
+
+
+def cat(tensors, dim=0):
+    tensors = [t for t in tensors]
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    # PyTorch skips legacy empty 1-D tensors
+    nonempty = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    d = norm_dim(dim, nonempty[0].ndim)
+    if len(nonempty) == 1:
+        return nonempty[0] * 1 if nonempty[0].requires_grad else clone(nonempty[0])
+    return apply(OPS["cat"], *nonempty, dim=d)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    for t_ in tensors[1:]:
+        if tuple(t_.shape) != tuple(tensors[0].shape):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
+                               f"entry 0 and {list(t_.shape)} at entry {tensors.index(t_)}")
+    d = norm_dim(dim, tensors[0].ndim + 1)
+    return cat([unsqueeze(t_, d) for t_ in tensors], d)
+
+
+def atleast_1d(x):
+    return reshape(x, (1,)) if x.ndim == 0 else x
+
+
+def atleast_2d(x):
+    return reshape(x, (1,) * (2 - x.ndim) + tuple(x.shape)) if x.ndim < 2 else x
+
+
+def atleast_3d(x):
+    if x.ndim == 0:
+        return reshape(x, (1, 1, 1))
+    if x.ndim == 1:
+        return reshape(x, (1, x.shape[0], 1))
+    if x.ndim == 2:
+        return unsqueeze(x, -1)
+    return x
+
+
+def hstack(tensors):
+    tensors = [atleast_1d(t_) for t_ in tensors]
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([atleast_2d(t_) for t_ in tensors], 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors):
+    return cat([atleast_3d(t_) for t_ in tensors], 2)
+
+
+def column_stack(tensors):
+    return cat([reshape(t_, (-1, 1)) if t_.ndim <= 1 else t_ for t_ in tensors], 1)
+
+
+def narrow(input, dim, start, length):
+    d = norm_dim(dim, input.ndim)
+    size = input.shape[d]
+    start = int(start)
+    if start < 0:
+        start += size
+    if not (0 <= start <= size and 0 <= length and start + length <= size):
+        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    from .indexing import slice_dim
+    return slice_dim(input, d, start, start + length)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    d = norm_dim(dim, tensor.ndim)
+    size = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sizes = [builtins.min(step, size - i) for i in range(0, size, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != size:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(tensor, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    size = input.shape[norm_dim(dim, input.ndim)]
+    step = -(-size // chunks)
+    return split(input, step, dim) if size else (input,)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    d = norm_dim(dim, input.ndim)
+    size = input.shape[d]
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        q, r = divmod(size, n)
+        bounds, s = [], 0
+        for i in range(n - 1):
+            s += q + (1 if i < r else 0)
+            bounds.append(s)
+    else:
+        bounds = [int(i) for i in indices_or_sections]
+    out, prev = [], 0
+    for b in bounds + [size]:
+        b = builtins.max(builtins.min(b, size), prev)
+        out.append(narrow(input, d, prev, b - prev))
+        prev = b
+    return tuple(out)
+
+
+def hsplit(input, sections):
+    return tensor_split(input, sections, 0 if input.ndim == 1 else 1)
+
+
+def vsplit(input, sections):
+    return tensor_split(input, sections, 0)
+
+
+def dsplit(input, sections):
+    return tensor_split(input, sections, 2)
+
+
+def unbind(input, dim=0):
+    d = norm_dim(dim, input.ndim)
+    from .indexing import select
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def repeat(input, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    shape = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    x = reshape(input, shape)
+    inter = tuple(v for s in shape for v in (1, s))
+    big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
+    return reshape(expand(reshape(x, inter), big), tuple(r * s for r, s in zip(sizes, shape)))
+
+
+def tile(input, dims):
+    dims = tuple(dims)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return repeat(input, dims)
+
+
+def flip(input, dims):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return apply(OPS["flip"], input, dims=tuple(norm_dim(d, input.ndim) for d in dims))
+
+
+def fliplr(input):
+    return flip(input, (1,))
+
+
+def flipud(input):
+    return flip(input, (0,))
+
+
+def roll(input, shifts, dims=None):
+    if dims is None:
+        return reshape(roll(flatten(input), shifts, 0), tuple(input.shape))
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return apply(OPS["roll"], input, shifts=shifts, dims=tuple(norm_dim(d, input.ndim) for d in dims))
+
+
+def tril(input, diagonal=0):
+    return apply(OPS["tril"], input, k=int(diagonal))
+
+
+def triu(input, diagonal=0):
+    return apply(OPS["triu"], input, k=int(diagonal))
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    from ..creation import arange
+    x = movedim(input, (dim1, dim2), (-2, -1))
+    n, m = x.shape[-2], x.shape[-1]
+    length = builtins.max(0, builtins.min(n, m - offset) if offset >= 0 else builtins.min(n + offset, m))
+    i = arange(length)
+    rows, cols = (i, i + offset) if offset >= 0 else (i - offset, i)
+    return x[..., rows, cols]
+
+
+def diag(input, diagonal=0):
+    if input.ndim == 1:
+        from ..creation import zeros
+        n = input.shape[0] + builtins.abs(diagonal)
+        from .indexing import index_put
+        from ..creation import arange
+        i = arange(input.shape[0])
+        rows, cols = (i, i + diagonal) if diagonal >= 0 else (i - diagonal, i)
+        return index_put(zeros((n, n), dtype=input.dtype), (rows, cols), input)
+    if input.ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    from ..creation import eye
+    if offset != 0 or (dim1, dim2) != (-2, -1):
+        raise NotImplementedError("diag_embed: tracejit supports offset=0, dim1=-2, dim2=-1 only")
+    return unsqueeze(input, -1) * eye(input.shape[-1], dtype=input.dtype)
+
+
+def sum_to(g, shape):
+    """Sum a broadcast tensor back to `shape` (the reverse of broadcasting)."""
+    from .reduction import sum as rsum
+    shape = tuple(shape)
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    if dims:
+        g = rsum(g, dims, keepdim=True)
+    return reshape(g, shape) if tuple(g.shape) != shape else g
