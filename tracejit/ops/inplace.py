@@ -72,6 +72,8 @@ def inplace(self, compute, args=()):
 def make_inplace(fn):
     """`x.f_(*a)` from the out-of-place function `f(x, *a)`."""
     def method(self, *args, **kwargs):
-        return inplace(self, lambda s: fn(s, *args, **kwargs), args + tuple(kwargs.values()))
+        # an operand that is `self` means self's value before the update
+        return inplace(self, lambda s: fn(s, *[s if a is self else a for a in args], **kwargs),
+                       args + tuple(kwargs.values()))
     method.__name__ = fn.__name__ + "_"
     return method

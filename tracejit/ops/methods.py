@@ -64,7 +64,7 @@ def _binary(fn, reflected=False):
 
 def _iop(fn):
     def m(self, other):
-        return inplace(self, lambda s: fn(s, other), (other,))
+        return inplace(self, lambda s: fn(s, s if other is self else other), (other,))
     return m
 
 
