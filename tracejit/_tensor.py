@@ -213,10 +213,14 @@ class Tensor:
 
     @property
     def grad(self):
+        if STATE.tracer is not None and self._data is None:
+            STATE.tracer.touch_grad(self)     # lifts a real .grad on first read inside a trace
         return self._grad
 
     @grad.setter
     def grad(self, g):
+        if STATE.tracer is not None:
+            STATE.tracer.touch_grad(self)
         if g is not None:
             if not isinstance(g, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(g).__name__}")

@@ -149,11 +149,12 @@ def _accumulate(t, g, create_graph):
         return
     if not create_graph:
         g = g.detach()
-    if t._grad is None:
+    old = t.grad
+    if old is None:
         # like PyTorch, the leaf owns its .grad: never alias a tensor the user still holds
-        t._grad = g if (create_graph or g._data is None) else g.clone()
+        t.grad = g if (create_graph or g._data is None) else g.clone()
     else:
-        t._grad = t._grad + g
+        t.grad = old + g
 
 
 def _check_nan(node, grads):

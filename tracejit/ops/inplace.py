@@ -29,6 +29,8 @@ def inplace(self, compute, args=()):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     need = grad and (self._requires_grad or any(isinstance(a, Tensor) and a._requires_grad for a in args))
     tracing = STATE.tracer is not None
+    if tracing:
+        STATE.tracer.ensure_tracer(self)
     if (need or tracing) and self._base is not None:
         if tracing:
             from ..tracing.errors import trace_error

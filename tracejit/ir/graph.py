@@ -1,0 +1,129 @@
+"""The IR: an SSA graph whose nodes reference registry ops. Each value has a shape and a dtype."""
+import itertools
+
+import numpy as np
+
+
+class Value:
+    __slots__ = ("id", "shape", "dtype", "producer", "index", "__weakref__")
+
+    def __init__(self, id, shape, dtype, producer=None, index=0):
+        self.id = id
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.producer = producer
+        self.index = index
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def type_str(self):
+        return f"{self.dtype.short}[{','.join(map(str, self.shape))}]"
+
+    def __repr__(self):
+        return f"%{self.id}"
+
+
+class Node:
+    __slots__ = ("op", "inputs", "attrs", "outputs")
+
+    def __init__(self, op, inputs, attrs, outputs):
+        self.op = op
+        self.inputs = inputs      # Values or Python scalars (inlined constants)
+        self.attrs = attrs
+        self.outputs = outputs
+
+    def __repr__(self):
+        return format_node(self)
+
+
+class Graph:
+    """inputs -> nodes -> outputs. Constants are values with data in `consts`."""
+
+    def __init__(self):
+        self.inputs = []
+        self.nodes = []
+        self.outputs = []
+        self.consts = {}          # Value -> ndarray
+        self.input_names = []     # what each input stands for (for printing)
+        self.output_names = []
+        self._ids = itertools.count()
+
+    def new_value(self, shape, dtype, producer=None, index=0):
+        return Value(next(self._ids), shape, dtype, producer, index)
+
+    def add_input(self, shape, dtype, name=""):
+        v = self.new_value(shape, dtype)
+        self.inputs.append(v)
+        self.input_names.append(name)
+        return v
+
+    def add_const(self, array):
+        from .. import _dtype as D
+        array = np.asarray(array)
+        v = self.new_value(array.shape, D.from_numpy_dtype(array.dtype))
+        self.consts[v] = array
+        return v
+
+    def add_node(self, op, inputs, attrs, avals):
+        multi = isinstance(avals, (tuple, list))
+        avals = avals if multi else (avals,)
+        node = Node(op, list(inputs), dict(attrs), [])
+        node.outputs = [self.new_value(a.shape, a.dtype, node, i) for i, a in enumerate(avals)]
+        self.nodes.append(node)
+        return node.outputs
+
+    def text(self, title=None):
+        return format_graph(self, title)
+
+    def __str__(self):
+        return self.text()
+
+    def to_dot(self, name="G"):
+        from .dot import to_dot
+        return to_dot(self, name)
+
+
+def _fmt_attr(v):
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, tuple):
+        return "(" + ",".join(_fmt_attr(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, slice):
+        return ":".join("" if x is None else str(x) for x in (v.start, v.stop)) + (f":{v.step}" if v.step else "")
+    if v is Ellipsis:
+        return "..."
+    if hasattr(v, "name") and hasattr(v, "short"):
+        return v.short
+    if v.__class__.__name__ == "Generator":
+        return "gen"
+    return str(v)
+
+
+def format_node(n):
+    outs = " ".join(f"%{o.id}:{o.type_str}" for o in n.outputs)
+    ins = " ".join(f"%{i.id}" if isinstance(i, Value) else repr(i) for i in n.inputs)
+    attrs = ""
+    shown = {k: v for k, v in n.attrs.items() if k != "generator" or v is not None}
+    if shown:
+        attrs = " {" + ", ".join(f"{k}={_fmt_attr(v)}" for k, v in shown.items()) + "}"
+    return f"{outs} = {n.op.name} {ins}{attrs}".rstrip()
+
+
+def format_graph(g, title=None):
+    lines = []
+    if title:
+        lines.append(f"# {title}")
+    ins = ", ".join(f"%{v.id}:{v.type_str}" + (f" ({nm})" if nm else "") for v, nm in zip(g.inputs, g.input_names))
+    lines.append(f"graph({ins}) {{")
+    for v, arr in g.consts.items():
+        body = np.array2string(arr, threshold=6, separator=",").replace("\n", "") if arr.size <= 6 else f"<{arr.size} values>"
+        lines.append(f"  %{v.id}:{v.type_str} = const {body}")
+    for n in g.nodes:
+        lines.append("  " + format_node(n))
+    outs = ", ".join(f"%{v.id}" if isinstance(v, Value) else repr(v) for v in g.outputs)
+    lines.append(f"  return {outs}")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,8 @@
+"""Compiler passes, each `Graph -> Graph` in its own module."""
+from .autodiff import autodiff
+from .cse import cse
+from .dce import dce
+from .partition import partition
+from .simplify import simplify
+
+DEFAULT_PASSES = (simplify, cse, dce)

@@ -1,0 +1,462 @@
+"""@trace: capture a function once per input signature into a static graph, compile it, cache it.
+
+A call computes the signature (shapes, dtypes, requires_grad of tensor arguments, grad mode, static
+values), then either runs the cached program or traces: tracer tensors flow through the user's code,
+every op becomes an IR node, tensors read from outside are lifted to inputs, in-place updates are
+functionalized. The backward graph is derived symbolically at trace time, so outputs carry a
+`CompiledFunctionBackward` grad_fn that runs the compiled backward program.
+"""
+import functools
+import logging
+import time
+import weakref
+
+import numpy as np
+
+from .. import config
+from .._state import STATE
+from .._tensor import Tensor
+from ..autograd.graph import Node, edge_of
+from ..ir.verify import verify
+from .errors import TraceError
+from .tracer import TraceContext
+
+log = logging.getLogger("tracejit")
+
+
+# ----------------------------------------------------------------------------- pytrees of arguments
+
+def _flatten(obj, leaves, static=False):
+    """Structure key of `obj`; tensors appended to `leaves` (non-tensor leaves are baked into the key)."""
+    if isinstance(obj, Tensor) and not static:
+        leaves.append(obj)
+        return ("T", tuple(obj.shape), obj.dtype.name, obj.requires_grad)
+    if isinstance(obj, Tensor):
+        obj._concrete("a static tensor argument")
+        return ("S", tuple(obj.shape), obj.dtype.name, obj._data.tobytes())
+    if isinstance(obj, (tuple, list)):
+        return (type(obj).__name__,) + tuple(_flatten(o, leaves, static) for o in obj)
+    if isinstance(obj, dict):
+        return ("dict",) + tuple((k, _flatten(obj[k], leaves, static)) for k in sorted(obj, key=repr))
+    try:
+        hash(obj)
+    except TypeError:
+        raise TypeError(f"@trace: argument of type {type(obj).__name__} is neither a tensor, a container of "
+                        f"tensors nor hashable; mark it static with static_argnums/static_argnames or pass it "
+                        f"another way") from None
+    return ("V", type(obj).__name__, obj)
+
+
+def _unflatten_out(obj, it):
+    if isinstance(obj, _OutLeaf):
+        return next(it)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*[_unflatten_out(o, it) for o in obj])
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_unflatten_out(o, it) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _unflatten_out(v, it) for k, v in obj.items()}
+    return obj
+
+
+class _OutLeaf:
+    __slots__ = ()
+
+
+def _collect_out(obj, leaves):
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return _OutLeaf()
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*[_collect_out(o, leaves) for o in obj])
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_collect_out(o, leaves) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _collect_out(v, leaves) for k, v in obj.items()}
+    return obj
+
+
+# ----------------------------------------------------------------------------- compiled entries
+
+class Entry:
+    """One compiled signature: forward program, optional backward program, guards on what it read."""
+
+    def __init__(self):
+        self.sources = []        # per forward input: (kind 'data'|'grad', argument index or weakref(tensor))
+        self.guards = []         # per source: (shape, dtype, requires_grad, grad_is_none) at trace time
+        self.modules = []        # (weakref(module), training)
+        self.writeback = []      # (source index, 'data' | 'grad' | 'grad_none') per extra forward output
+        self.out_tree = None
+        self.n_out = 0
+        self.out_rg = []         # which user outputs get a grad_fn
+        self.diff_inputs = []    # source indices the backward differentiates with respect to
+        self.fwd = self.bwd = self.joint = None
+        self.fwd_fn = self.bwd_fn = None
+        self.n_saved = 0
+        self.graphs = {}
+        self.compile_time = 0.0
+
+    def resolve(self, leaves):
+        """The tensors behind the sources for this call (owners, for .grad sources), or a reason."""
+        ts = []
+        for kind, src in self.sources:
+            t = leaves[src] if isinstance(src, int) else src()
+            if t is None or t._data is None:
+                return None, "a tensor the function reads was freed"
+            ts.append(t)
+        return ts, None
+
+    def check(self, leaves):
+        ts, why = self.resolve(leaves)
+        if why:
+            return why, None
+        for (kind, _), t, (shape, dtype, rg, grad_none) in zip(self.sources, ts, self.guards):
+            if kind == "grad":
+                g = t._grad
+                if g is None or tuple(g.shape) != shape or g.dtype is not dtype:
+                    return "the .grad of a tensor the function reads changed", None
+                continue
+            if tuple(t._data.shape) != shape or t.dtype is not dtype:
+                return "the shape/dtype of a tensor the function reads changed", None
+            if t._requires_grad != rg:
+                return "requires_grad of a tensor the function reads changed", None
+            if grad_none is not None and (t._grad is None) != grad_none:
+                return "whether .grad is None changed for a tensor the function reads", None
+        for ref, training in self.modules:
+            m = ref()
+            if m is None or m.training != training:
+                return "a module's train()/eval() mode changed", None
+        return None, ts
+
+
+class CompiledFunctionBackward(Node):
+    def __init__(self, entry, saved, inputs, versions):
+        super().__init__()
+        self.entry = entry
+        self.saved = saved
+        self.inputs = inputs
+        self.versions = versions
+        self.nout = entry.n_out
+        self.shapes = tuple(tuple(inputs[i].shape) for i in entry.diff_inputs)
+        self.dtypes = tuple(inputs[i].dtype for i in entry.diff_inputs)
+        self.data = [(t._data if k == "data" else t._grad._data) for (k, _), t in zip(entry.sources, inputs)]
+
+    def apply(self, grads):
+        from ..creation import zeros
+        e = self.entry
+        if self.saved is None:
+            from ..autograd.graph import FREED_MSG
+            raise RuntimeError(FREED_MSG)
+        outs_meta = [o for o in e.fwd.outputs[:e.n_out]]
+        cts = [g if g is not None else zeros(o.shape, dtype=o.dtype) for g, o in zip(grads, outs_meta)]
+        cts = [cts[i] for i in e.out_rg]
+        if STATE.grad_enabled:
+            # create_graph: replay the joint graph eagerly, so the gradient is itself differentiable
+            for t, v in zip(self.inputs, self.versions):
+                if t._version.v != v:
+                    raise RuntimeError("one of the variables needed for gradient computation has been modified "
+                                       "by an inplace operation (an input of a traced function)")
+            from ..backends.interpreter import replay
+            ins = [t if k == "data" else t._grad for (k, _), t in zip(e.sources, self.inputs)]
+            res = replay(e.joint, ins + cts)
+            return tuple(res[len(res) - len(e.diff_inputs):])
+        arrays = self.saved + [c._data for c in cts]
+        return tuple(Tensor._wrap(a) for a in e.bwd_fn(arrays))
+
+    def release(self):
+        self.saved = None
+
+    def name(self):
+        return "CompiledFunctionBackward"
+
+
+class TracedFunction:
+    def __init__(self, fn, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None, name=None):
+        self.fn = fn
+        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.backend_name = backend
+        self.max_cache_size = max_cache_size if max_cache_size is not None else config.cache_size_limit
+        self.cache = {}          # signature -> [Entry]
+        self.traces = 0
+        self.hits = 0
+        self._last_sig = None
+        self.__name__ = name or getattr(fn, "__name__", type(fn).__name__)
+        functools.update_wrapper(self, fn, updated=()) if hasattr(fn, "__name__") else None
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        bound = self.__dict__.setdefault("_bound", weakref.WeakKeyDictionary()) if _weakrefable(obj) else {}
+        tf = bound.get(obj)
+        if tf is None:
+            tf = TracedFunction(functools.partial(self.fn, obj), tuple(i - 1 for i in self.static_argnums if i > 0),
+                                self.static_argnames, self.backend_name, self.max_cache_size, self.__name__)
+            if _weakrefable(obj):
+                bound[obj] = tf
+        return tf
+
+    # ------------------------------------------------------------------ signature
+    def _signature(self, args, kwargs):
+        leaves = []
+        key = [STATE.grad_enabled]
+        for i, a in enumerate(args):
+            key.append(_flatten(a, leaves, i in self.static_argnums))
+        for k in sorted(kwargs):
+            key.append((k, _flatten(kwargs[k], leaves, k in self.static_argnames)))
+        return tuple(key), leaves
+
+    def __call__(self, *args, **kwargs):
+        if STATE.tracer is not None:   # called from inside another trace: inline it
+            return self.fn(*args, **kwargs)
+        key, leaves = self._signature(args, kwargs)
+        for e in self.cache.get(key, ()):
+            why, ts = e.check(leaves)
+            if why is None:
+                self.hits += 1
+                return self._run(e, ts)
+        e = self._compile(args, kwargs, key, leaves)
+        return self._run(e, e.resolve(leaves)[0])
+
+    # ------------------------------------------------------------------ tracing + compiling
+    def _why(self, key):
+        if not self.cache:
+            return "first call"
+        if key in self.cache:
+            return "a guard failed"
+        old = self._last_sig
+        if old is None:
+            return "new signature"
+        if old[0] != key[0]:
+            return "grad mode changed"
+        for i, (a, b) in enumerate(zip(old[1:], key[1:])):
+            if a != b:
+                return f"argument {i} changed: {_describe(a)} -> {_describe(b)}"
+        return "number of arguments changed"
+
+    def _compile(self, args, kwargs, key, leaves):
+        n_entries = sum(len(v) for v in self.cache.values())
+        if n_entries >= self.max_cache_size:
+            raise TraceError(f"{self.__name__}: {n_entries} compiled signatures reached the cache limit "
+                             f"(tracejit.config.cache_size_limit = {self.max_cache_size}). The function is being "
+                             f"retraced for every new shape or static value: {self._why(key)}. Pad inputs to a few "
+                             f"fixed shapes, stop passing changing Python values, or raise the limit.")
+        log.info("tracejit: tracing %s (%s)", self.__name__, self._why(key))
+        t0 = time.perf_counter()
+        entry = build_entry(self.fn, args, kwargs, leaves, self.backend_name)
+        entry.compile_time = time.perf_counter() - t0
+        self.traces += 1
+        self.cache.setdefault(key, []).append(entry)
+        self._last_sig = key
+        return entry
+
+    # ------------------------------------------------------------------ running
+    def _run(self, entry, ts):
+        arrays = [t._data if k == "data" else t._grad._data for (k, _), t in zip(entry.sources, ts)]
+        outs = entry.fwd_fn(arrays)
+        n = entry.n_out
+        user = [Tensor._wrap(a) for a in outs[:n]]
+        k = n
+        for src, kind in entry.writeback:
+            t = ts[src]
+            if kind == "grad_none":
+                t._grad = None
+                continue
+            a = outs[k]
+            k += 1
+            if kind == "data":
+                np.copyto(t._data, a)
+                t._version.v += 1
+            else:
+                t._grad = Tensor._wrap(a.copy() if any(a is x for x in arrays) else a)
+        if entry.bwd_fn is not None and STATE.grad_enabled:
+            diff = [ts[i] for i in entry.diff_inputs]
+            if any(t._requires_grad for t in diff):
+                node = CompiledFunctionBackward(entry, list(outs[k:k + entry.n_saved]), ts,
+                                                [t._version.v for t in ts])
+                node.next_functions = tuple(edge_of(t) for t in diff)
+                for nr, i in enumerate(entry.out_rg):
+                    user[i]._requires_grad = True
+                    user[i].grad_fn = node
+                    user[i]._output_nr = nr
+                node.nout = len(entry.out_rg)
+        return _unflatten_out(entry.out_tree, iter(user))
+
+    # ------------------------------------------------------------------ introspection
+    def graph(self, *args, **kwargs):
+        """The graphs compiled for these arguments (forward, backward, joint), tracing if needed."""
+        key, leaves = self._signature(args, kwargs)
+        for e in self.cache.get(key, ()):
+            if e.check(leaves)[0] is None:
+                return GraphSet(e)
+        return GraphSet(self._compile(args, kwargs, key, leaves))
+
+    def cache_info(self):
+        return {"entries": sum(len(v) for v in self.cache.values()), "traces": self.traces, "hits": self.hits,
+                "limit": self.max_cache_size}
+
+    def clear_cache(self):
+        self.cache.clear()
+
+
+def _weakrefable(obj):
+    try:
+        weakref.ref(obj)
+        return True
+    except TypeError:
+        return False
+
+
+def _describe(k):
+    if isinstance(k, tuple) and k and k[0] == "T":
+        return f"{k[2]}{list(k[1])}" + (" requires_grad" if k[3] else "")
+    if isinstance(k, tuple) and k and k[0] == "V":
+        return repr(k[2])
+    return str(k)[:60]
+
+
+class GraphSet:
+    def __init__(self, e):
+        self.forward = e.fwd
+        self.backward = e.bwd
+        self.joint = e.joint
+        self.traced = e.graphs.get("traced")
+        self.entry = e
+
+    def text(self):
+        parts = [self.forward.text("forward")]
+        if self.backward is not None:
+            parts.append(self.backward.text("backward"))
+        return "\n\n".join(parts)
+
+    def __str__(self):
+        return self.text()
+
+    __repr__ = __str__
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+def run_passes(g, passes=None):
+    from ..passes import DEFAULT_PASSES
+    for p in (DEFAULT_PASSES if passes is None else passes):
+        g = p(g)
+        if config.verify_ir:
+            verify(g)
+    return g
+
+
+def build_entry(fn, args, kwargs, leaves, backend_name=None):
+    from ..backends import get_backend
+    from .. import passes as P
+    e = Entry()
+    ctx = TraceContext()
+    with ctx:
+        for i, t in enumerate(leaves):
+            ctx.add_argument(t, f"arg{i}")
+        out = fn(*args, **kwargs)
+        outs = []
+        e.out_tree = _collect_out(out, outs)
+        for o in outs:
+            ctx.value_of(o)
+            if o._data is not None:      # an output made inside without ops: a constant
+                ctx.ensure_tracer(o)
+        g = ctx.graph
+        e.n_out = len(outs)
+        out_vals = [o._value for o in outs]
+        # what the function changed: the values and .grad of the tensors it received or read
+        wb_vals = []
+        for i, sl in enumerate(ctx.slots):
+            t = sl.tensor
+            if sl.kind != "data":
+                continue
+            if t._value is not ctx.initial[id(t)]:
+                e.writeback.append((i, "data"))
+                wb_vals.append(t._value)
+            g0, v0 = ctx.initial_grad[id(t)]
+            if t._grad is None:
+                if g0 is not None:
+                    e.writeback.append((i, "grad_none"))
+            elif t._grad is not g0 or (v0 is not None and t._grad._value is not v0):
+                ctx.ensure_tracer(t._grad)
+                e.writeback.append((i, "grad"))
+                wb_vals.append(t._grad._value)
+        # the backward of the whole function, derived now on the same tracers
+        diff_pos = [i for i, s in enumerate(ctx.slots) if s.kind == "data" and s.tensor._requires_grad]
+        e.out_rg = [i for i, o in enumerate(outs) if o._requires_grad]
+        cts = grads = []
+        if STATE.grad_enabled and diff_pos and e.out_rg:
+            try:
+                from ..passes.autodiff import differentiate
+                cts, grads = differentiate([outs[i] for i in e.out_rg], [ctx.slots[i].tensor for i in diff_pos])
+            except RuntimeError as err:
+                if "second time" not in str(err):
+                    raise
+                log.info("tracejit: %s: no outer backward (the graph was freed by a backward inside)", fn)
+                e.out_rg, cts, grads = [], [], []
+        e.diff_inputs = diff_pos if grads else []
+        grad_vals = [ctx.value_of(x) for x in grads]
+        g.outputs = out_vals + wb_vals + grad_vals
+        g.output_names = [f"out{i}" for i in range(len(outs))] + [f"writeback{i}" for i in range(len(wb_vals))] \
+            + [f"grad{i}" for i in range(len(grad_vals))]
+        e.modules = [(weakref.ref(m), tr) for m, tr in ctx.modules.values()]
+        slots = list(ctx.slots)
+        grad_touched = ctx.grad_touched
+    # where each input comes from at call time, and what it looked like now (the guards)
+    arg_index = {id(t): j for j, t in enumerate(leaves)}
+    for sl in slots:
+        t = sl.tensor
+        if sl.kind == "grad":
+            owner = t.__dict__.pop("_grad_of")
+            e.guards.append((tuple(t._data.shape), t.dtype, None, None))
+        else:
+            owner = t
+            e.guards.append((tuple(t._data.shape), t.dtype, t._requires_grad,
+                             (t._grad is None) if id(t) in grad_touched else None))
+        j = arg_index.get(id(owner))
+        e.sources.append((sl.kind, j if j is not None else weakref.ref(owner)))
+    if config.verify_ir:
+        verify(g)
+    e.graphs["traced"] = g
+    joint = run_passes(g)
+    n_fwd = len(out_vals) + len(wb_vals)
+    if e.diff_inputs:
+        e.joint = joint
+        e.fwd, e.bwd, e.n_saved = P.partition(joint, n_fwd, len(cts))
+        e.fwd, e.bwd = P.dce(e.fwd), P.dce(e.bwd)
+    else:
+        e.fwd = joint
+        e.joint = None
+    backend = get_backend(backend_name)
+    e.fwd_fn = backend.compile(e.fwd)
+    e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
+    return e
+
+
+def trace(fn=None, *, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None):
+    """Compile `fn` (a function or an nn.Module) per input signature. Usable as @trace, @trace(...), trace(fn)."""
+    if fn is None:
+        return lambda f: trace(f, static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
+                               max_cache_size=max_cache_size)
+    if isinstance(fn, TracedFunction):
+        return fn
+    return TracedFunction(fn, static_argnums, static_argnames, backend, max_cache_size)
+
+
+def make_graph(fn, *args, **kwargs):
+    """Like jax.make_jaxpr: the forward IR graph `fn` captures for these arguments (nothing is compiled)."""
+    leaves = []
+    for a in args:
+        _flatten(a, leaves)
+    for k in sorted(kwargs):
+        _flatten(kwargs[k], leaves)
+    ctx = TraceContext()
+    with ctx:
+        for i, t in enumerate(leaves):
+            ctx.add_argument(t, f"arg{i}")
+        out = fn(*args, **kwargs)
+        outs = []
+        _collect_out(out, outs)
+        ctx.graph.outputs = [ctx.value_of(o) for o in outs]
+        ctx.graph.output_names = [f"out{i}" for i in range(len(outs))]
+    return ctx.graph

@@ -1,0 +1,138 @@
+"""The tracing context: while it is active every op appends a node to an IR graph instead of computing.
+
+Tensors the function reads without receiving them (module parameters, globals) are *lifted*: on first use
+the real tensor is switched into tracer mode in place (its data put aside), so reads, in-place updates and
+`.grad` assignments inside the function all act on IR values. When the trace ends every lifted tensor gets
+its real state back, and what changed (its value, its `.grad`) becomes an output written back after runs.
+"""
+import numpy as np
+
+from .._state import STATE
+from .._tensor import Tensor
+from ..ir.graph import Graph, Value
+from .errors import TraceError
+
+
+class Slot:
+    """Where a graph input comes from, or a written-back output goes: (tensor, 'data' | 'grad')."""
+    __slots__ = ("tensor", "kind", "name")
+
+    def __init__(self, tensor, kind, name):
+        self.tensor, self.kind, self.name = tensor, kind, name
+
+
+class TraceContext:
+    def __init__(self):
+        self.graph = Graph()
+        self.start_serial = STATE.serial
+        self.swapped = []        # (tensor, saved state) restored at exit
+        self.slots = []          # Slot per graph input (explicit args first)
+        self.initial = {}        # id(tensor) -> initial input Value (data)
+        self.initial_grad = {}   # id(tensor) -> initial grad (Tensor tracer or None)
+        self.lifted = []         # tensors lifted implicitly (not arguments)
+        self.names = {}
+        self.grad_touched = set()
+        self.made_inside = {}    # id(tensor) -> (tensor, const Value) for tensors created during the trace
+        self.modules = {}        # id(module) -> (module, training flag) seen during the trace
+        self._prev = None
+
+    # ------------------------------------------------------------------ entering / leaving
+    def __enter__(self):
+        self._prev = STATE.tracer
+        STATE.tracer = self
+        return self
+
+    def __exit__(self, *exc):
+        STATE.tracer = self._prev
+        self.restore()
+        return False
+
+    def restore(self):
+        for t, saved in reversed(self.swapped):
+            (t._data, t._value, t._grad, t.grad_fn, t._output_nr, t._requires_grad, t._version) = saved
+        self.swapped = []
+
+    def _swap(self, t, name, kind="data"):
+        """Turn a real tensor into a tracer standing for a new graph input."""
+        self.swapped.append((t, (t._data, t._value, t._grad, t.grad_fn, t._output_nr, t._requires_grad,
+                                 t._version)))
+        v = self.graph.add_input(t._data.shape, t.dtype, name)
+        self.slots.append(Slot(t, kind, name))
+        t._data = None
+        t._value = v
+        t.grad_fn = None         # inside the graph every input is a leaf; the call site links real edges
+        t._output_nr = 0
+        from .._tensor import _Version
+        t._version = _Version()
+        return v
+
+    def add_argument(self, t, name):
+        """An explicit tensor argument: lifted the same way, bound by position at call time."""
+        if t._data is None:
+            return t._value
+        return self._lift(t, name)
+
+    def _lift(self, t, name):
+        v = self._swap(t, name)
+        self.initial[id(t)] = v
+        self.names[id(t)] = name
+        self.initial_grad[id(t)] = [t._grad, None]
+        return v
+
+    def touch_grad(self, t):
+        """`t.grad` is read or written inside the trace: its None-ness is guarded, a real one is lifted."""
+        if id(t) not in self.initial_grad:
+            return
+        self.grad_touched.add(id(t))
+        g = t._grad
+        if g is not None and g._data is not None and g is self.initial_grad[id(t)][0]:
+            self.initial_grad[id(t)][1] = self._swap(g, self.names[id(t)] + ".grad", "grad")
+            g.__dict__["_grad_of"] = t
+
+    # ------------------------------------------------------------------ recording
+    def value_of(self, a):
+        if isinstance(a, Tensor):
+            if a._data is None:
+                return a._value
+            if a._serial > self.start_serial:                      # made inside the function: a constant
+                hit = self.made_inside.get(id(a))
+                if hit is None:
+                    hit = self.made_inside[id(a)] = (a, self.graph.add_const(a._data.copy()))
+                return hit[1]
+            self.lifted.append(a)
+            return self._lift(a, f"lifted{len(self.lifted) - 1}")
+        if isinstance(a, (np.generic,)):
+            return a.item()
+        return a
+
+    def record(self, op, args, attrs):
+        vals = [self.value_of(a) for a in args]
+        if op.meta is None:
+            raise TraceError(f"op {op.name} has no shape rule and cannot be traced")
+        avals = op.meta(*vals, **attrs)
+        outs = self.graph.add_node(op, vals, attrs, avals)
+        return tuple(self.tracer(v) for v in outs)
+
+    @staticmethod
+    def tracer(v):
+        t = object.__new__(Tensor)
+        t._init(None)
+        t._value = v
+        return t
+
+    def ensure_tracer(self, t):
+        """Make a real tensor about to be updated in place a tracer (lifted, or a constant made inside)."""
+        if t._data is None:
+            return
+        v = self.value_of(t)
+        if t._data is not None:      # a tensor made inside the trace: it simply becomes a tracer
+            t._data = None
+            t._value = v
+
+    def rebind(self, t, res):
+        """Functionalized in-place update: `t` now stands for the value `res`."""
+        self.ensure_tracer(t)
+        t._value = res._value
+
+    def note_module(self, m):
+        self.modules.setdefault(id(m), (m, m.training))
