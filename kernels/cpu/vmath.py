@@ -1,0 +1,952 @@
+"""Vectorizable math helpers for generated numba CPU kernels.
+
+Why this exists
+---------------
+The pip build of llvmlite has no SVML, so ``math.exp``/``math.tanh``/... in a
+numba loop become one scalar libm call per element and block SIMD
+vectorization of the whole fused loop (see shared/notes/NUMBA-PROBE.md, Q2/Q4).
+Every helper here is built only from arithmetic, comparisons/selects, a few
+LLVM intrinsics (floor, fabs, copysign) and int<->float bit casts, so LLVM
+vectorizes a loop such as ``for i in range(n): out[i] = vmath.vexp(x[i])``
+(``<16 x float>`` / zmm on AVX-512, ``<8 x float>`` / ymm on AVX2).  Both the
+float32 and the float64 variants are polynomial versions (none calls libm).
+
+How generated code uses it
+--------------------------
+::
+
+    from kernels.cpu import vmath
+
+    @numba.njit(cache=True)
+    def kern(x, out):
+        for i in range(x.size):
+            out[i] = vmath.vexp(x[i])
+
+The generic names (``vexp``, ``vlog``, ...) are Python stubs with a
+``numba.extending.overload``: inside njit code they pick the float32 or the
+float64 implementation from the argument type (float32 -> float32 result;
+float64 -> float64; integers and booleans are converted to float64, like
+numpy's ``np.exp(int64)``).  Called from plain Python they evaluate the same
+algorithms element by element (slow; for debugging only).  The typed
+implementations (``exp_f32``, ``exp_f64``, ...) are ordinary njit dispatchers
+and can be called directly as well.
+
+``VMATH`` maps op name -> generic helper, ``VMATH_NAMES`` maps op name -> the
+attribute name to emit (``"vmath." + VMATH_NAMES[op]``), and ``VMATH_F32`` /
+``VMATH_F64`` map op name -> typed helper.
+
+=========  ========  =========================  ==========================
+op         generic   typed                      max error measured (ulp)
+                                                f32 / f64 vs exact result
+=========  ========  =========================  ==========================
+exp        vexp      exp_f32 / exp_f64          1.01 / 0.98
+expm1      vexpm1    expm1_f32 / expm1_f64      1.41 / 1.77
+log        vlog      log_f32 / log_f64          0.83 / 0.81
+log1p      vlog1p    log1p_f32 / log1p_f64      0.81 / 0.83
+tanh       vtanh     tanh_f32 / tanh_f64        1.31 / 1.33
+sigmoid    vsigmoid  sigmoid_f32 / sigmoid_f64  1.46 / 1.47
+erf        verf      erf_f32 / erf_f64          0.80 / 1.00 (vs math.erf)
+maximum    vmaximum  one njit for all types     exact (numpy semantics)
+minimum    vminimum  one njit for all types     exact (numpy semantics)
+=========  ========  =========================  ==========================
+
+Measured over ~8-12 million points per function and dtype (log-uniform
+magnitudes over the whole finite domain, a sweep over all exponents/bit
+patterns incl. denormals, and the edge cases), against a float64 reference
+for float32 and a long-double reference for float64; the tests
+(tests/kernels/test_vmath.py) assert <= 2 ulp (f32) / 2.5 ulp (f64).  Against
+numpy's *own* float32 result the distance is <= 3 ulp for exp and <= 4 ulp
+for log: numpy's AVX-512 float32 exp/log are themselves up to ~2.5/3.5 ulp off
+(ours <= 1 ulp).  Relative error, where the result is a normal number:
+<= 1.5e-7 (f32) and <= 2.7e-16 (f64).  Without FMA hardware (helpers use
+``contract``) expm1 f64 / sigmoid reach 1.92 / 1.86 ulp.  Both the float32
+and the float64 variants are polynomial (nothing calls libm).
+
+Sources of the algorithms: exp/expm1 float32 Cephes expf polynomial (expm1:
+Taylor, degree 8), float64 Taylor degree 13, both with Cody-Waite reduction
+and an FMA recombination for expm1; log/log1p fdlibm (musl) e_logf/e_log and
+s_log1p(f) made branch-free; tanh Cephes small-|x| polynomial/rational plus
+1 - 2/(exp(2|x|)+1); sigmoid e/(1+e) with the rounding errors of 1+e and of
+the division compensated; erf fdlibm s_erf(f) with all 4 ranges evaluated
+and selected.
+
+Design notes
+------------
+* The helpers are ``@njit(fastmath={'contract'}, error_model='numpy',
+  forceinline=True)``, deliberately *not* ``inline='always'``.  numba's
+  ``inline='always'`` inlines at the numba-IR level and the inlined body is
+  then lowered with the *caller's* fastmath flags: in a kernel compiled with
+  ``fastmath=True`` it turned ``exp(nan)`` and ``exp(88.7)`` into ``inf``;
+  and ``reassoc`` (the recommended kernel flag) may legally fold the
+  Cody-Waite reduction and the exact-error terms used here (``(1 - d) + e``,
+  ``x - (u - 1)``) to nothing.  ``forceinline=True`` instead puts LLVM's
+  ``alwaysinline`` on the separately compiled helper: it is inlined into the
+  caller's loop at the LLVM level (so the loop vectorizes; plain ``@njit``
+  helpers like erf exceed LLVM's inline threshold and stay scalar calls)
+  while every instruction keeps the helper's own flags.  Since the flags are
+  given explicitly, numba does not inherit the caller's either.  The only
+  flag is ``contract`` (FMA), which never changes NaN/inf behaviour.  So the
+  helpers are correct whatever fastmath flags the generated kernel uses
+  (``{'reassoc', 'contract'}``, ``True``, none); the tests check this.
+* ``error_model='numpy'``: with the default ``'python'`` model a float
+  division gets a ZeroDivisionError branch, which blocks vectorization.
+* Each helper is compiled once per process per signature (``cache=True``:
+  once per machine) and then linked into every kernel that calls it.
+* numba's on-disk cache key of a kernel does not cover the helpers it calls.
+  Include ``SOURCE_HASH`` (sha256 of this file) in the generated module's
+  name / cache directory so that an edit here invalidates cached kernels.
+* Integer arithmetic on bit patterns is done inside small ``@intrinsic``
+  functions (numba would otherwise promote int32 arithmetic to int64 and the
+  vector code would use half-width integer lanes).
+* float32 code only ever uses float32 constants (numpy scalars), so nothing
+  is promoted to float64.
+"""
+
+import hashlib
+import math
+import os
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic, overload
+
+__all__ = [
+    "VMATH", "VMATH_NAMES", "VMATH_F32", "VMATH_F64", "SOURCE_HASH",
+    "vexp", "vexpm1", "vlog", "vlog1p", "vtanh", "vsigmoid", "verf",
+    "vmaximum", "vminimum",
+    "exp_f32", "exp_f64", "expm1_f32", "expm1_f64", "log_f32", "log_f64",
+    "log1p_f32", "log1p_f64", "tanh_f32", "tanh_f64", "sigmoid_f32",
+    "sigmoid_f64", "erf_f32", "erf_f64",
+]
+
+with open(os.path.abspath(__file__), "rb") as _fh:
+    SOURCE_HASH = hashlib.sha256(_fh.read()).hexdigest()
+
+# Options of every helper: explicit (so not inherited from the caller), only
+# 'contract' (FMA formation); error_model='numpy' so that a float division
+# cannot raise ZeroDivisionError (the raise path blocks inlining and
+# vectorization).  cache=True: compiled once per machine.
+_OPTS = dict(fastmath={"contract"}, error_model="numpy", forceinline=True,
+             cache=True, nogil=True)
+
+
+# ---------------------------------------------------------------------------
+# LLVM-level building blocks (all vectorizable)
+# ---------------------------------------------------------------------------
+
+def _float_info(ty):
+    """(llvm float type, llvm int type, mantissa bits, exponent bias), or
+    None for a non-float type."""
+    if ty == types.float32:
+        return ir.FloatType(), ir.IntType(32), 23, 127
+    if ty == types.float64:
+        return ir.DoubleType(), ir.IntType(64), 52, 1023
+    return None
+
+
+def _llvm_unary(name):
+    def impl(typingctx, x):
+        if _float_info(x) is None:
+            return None
+
+        def codegen(context, builder, sig, args):
+            ty = args[0].type
+            fn = builder.module.declare_intrinsic(
+                name, [ty], ir.FunctionType(ty, [ty]))
+            return builder.call(fn, [args[0]])
+        return x(x), codegen
+    return impl
+
+
+_floor = intrinsic(_llvm_unary("llvm.floor"))
+_fabs = intrinsic(_llvm_unary("llvm.fabs"))
+
+
+@intrinsic
+def _copysign(typingctx, mag, sgn):
+    """copysign(mag, sgn) for same-typed floats."""
+    if _float_info(mag) is None or mag != sgn:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ty = args[0].type
+        fn = builder.module.declare_intrinsic(
+            "llvm.copysign", [ty], ir.FunctionType(ty, [ty, ty]))
+        return builder.call(fn, list(args))
+    return mag(mag, sgn), codegen
+
+
+@intrinsic
+def _scale2(typingctx, y, nf):
+    """y * 2**n for an integral float n in [-2*bias-1, 2*bias+2], computed as
+    (y * 2**(n>>1)) * 2**(n - (n>>1)): correct overflow to inf and a single
+    rounding into the denormal range."""
+    info = _float_info(y)
+    if info is None or nf != y:
+        return None
+    fty, ity, mbits, bias = info
+
+    def codegen(context, builder, sig, args):
+        yv, nv = args
+        i32 = ir.IntType(32)
+        n = builder.fptosi(nv, i32)
+        n1 = builder.ashr(n, ir.Constant(i32, 1))
+        n2 = builder.sub(n, n1)
+        if ity.width != 32:
+            n1 = builder.sext(n1, ity)
+            n2 = builder.sext(n2, ity)
+        b = ir.Constant(ity, bias)
+        sh = ir.Constant(ity, mbits)
+        s1 = builder.bitcast(builder.shl(builder.add(n1, b), sh), fty)
+        s2 = builder.bitcast(builder.shl(builder.add(n2, b), sh), fty)
+        return builder.fmul(builder.fmul(yv, s1), s2)
+    return y(y, nf), codegen
+
+
+@intrinsic
+def _pow2(typingctx, nf):
+    """2**n for an integral float n with 2**n a normal number."""
+    info = _float_info(nf)
+    if info is None:
+        return None
+    fty, ity, mbits, bias = info
+
+    def codegen(context, builder, sig, args):
+        n = builder.fptosi(args[0], ir.IntType(32))
+        if ity.width != 32:
+            n = builder.sext(n, ity)
+        bits = builder.shl(builder.add(n, ir.Constant(ity, bias)),
+                           ir.Constant(ity, mbits))
+        return builder.bitcast(bits, fty)
+    return nf(nf), codegen
+
+
+# offsets for the reduction of a positive normal x to m*2**k, m in
+# [sqrt(2)/2, sqrt(2)) (the fdlibm/musl trick: add (1.0 - sqrt(2)/2) bits)
+_LOGRED = {
+    32: (0x3F800000 - 0x3F3504F3, 0x3F3504F3, 0x007FFFFF),
+    64: (0x3FF0000000000000 - 0x3FE6A09E00000000, 0x3FE6A09E00000000,
+         0x000FFFFFFFFFFFFF),
+}
+
+
+@intrinsic
+def _log_mant(typingctx, x):
+    """m with x = m * 2**k, m in [sqrt(2)/2, sqrt(2)) (x positive normal)."""
+    info = _float_info(x)
+    if info is None:
+        return None
+    fty, ity, mbits, bias = info
+    off, base, mmask = _LOGRED[ity.width]
+
+    def codegen(context, builder, sig, args):
+        i = builder.add(builder.bitcast(args[0], ity), ir.Constant(ity, off))
+        m = builder.add(builder.and_(i, ir.Constant(ity, mmask)),
+                        ir.Constant(ity, base))
+        return builder.bitcast(m, fty)
+    return x(x), codegen
+
+
+@intrinsic
+def _log_expo(typingctx, x):
+    """k (as a float) with x = m * 2**k, m in [sqrt(2)/2, sqrt(2))."""
+    info = _float_info(x)
+    if info is None:
+        return None
+    fty, ity, mbits, bias = info
+    off = _LOGRED[ity.width][0]
+
+    def codegen(context, builder, sig, args):
+        i = builder.add(builder.bitcast(args[0], ity), ir.Constant(ity, off))
+        k = builder.sub(builder.ashr(i, ir.Constant(ity, mbits)),
+                        ir.Constant(ity, bias))
+        if ity.width != 32:  # int32 -> float converts vectorize everywhere
+            k = builder.trunc(k, ir.IntType(32))
+        return builder.sitofp(k, fty)
+    return x(x), codegen
+
+
+@intrinsic
+def _chop(typingctx, x):
+    """x with the low half of its significand cleared (so x*x is exact)."""
+    info = _float_info(x)
+    if info is None:
+        return None
+    fty, ity, mbits, bias = info
+    mask = 0xFFFFF000 if ity.width == 32 else 0xFFFFFFFF00000000
+
+    def codegen(context, builder, sig, args):
+        i = builder.and_(builder.bitcast(args[0], ity), ir.Constant(ity, mask))
+        return builder.bitcast(i, fty)
+    return x(x), codegen
+
+
+# ---------------------------------------------------------------------------
+# constants
+# ---------------------------------------------------------------------------
+
+_f = np.float32
+_F_NAN = _f(np.nan)
+_F_INF = _f(np.inf)
+_F_0 = _f(0.0)
+_F_HALF = _f(0.5)
+_F_1 = _f(1.0)
+_F_2 = _f(2.0)
+_D_NAN = float("nan")
+_D_INF = float("inf")
+
+# exp/expm1 range reduction
+_F_LOG2E = _f(1.44269504088896341)
+_F_LN2HI = _f(0.693359375)          # 9 significant bits: n*LN2HI is exact
+_F_LN2LO = _f(-2.12194440e-4)
+_D_LOG2E = 1.4426950408889634
+_D_LN2HI = 6.93147180369123816490e-01   # 0x3fe62e42fee00000
+_D_LN2LO = 1.90821492927058770002e-10   # 0x3dea39ef35793c76
+
+# exp_f32 clamp: exp(89) overflows, exp(-104) < 2**-150 rounds to 0
+_F_EXP_HI = _f(89.0)
+_F_EXP_LO = _f(-104.0)
+_D_EXP_HI = 710.0
+_D_EXP_LO = -746.0
+
+# Cephes expf polynomial: exp(r) = 1 + r + r*r*P(r), |r| <= ln2/2
+_F_EP0 = _f(1.9875691500e-4)
+_F_EP1 = _f(1.3981999507e-3)
+_F_EP2 = _f(8.3334519073e-3)
+_F_EP3 = _f(4.1665795894e-2)
+_F_EP4 = _f(1.6666665459e-1)
+_F_EP5 = _f(5.0000001201e-1)
+
+# Taylor coefficients 1/k!
+_F_T = [_f(1.0 / math.factorial(k)) for k in range(16)]
+_F_T2, _F_T3, _F_T4, _F_T5, _F_T6, _F_T7, _F_T8 = _F_T[2:9]
+(_D_T2, _D_T3, _D_T4, _D_T5, _D_T6, _D_T7, _D_T8, _D_T9, _D_T10, _D_T11,
+ _D_T12, _D_T13) = [1.0 / math.factorial(k) for k in range(2, 14)]
+
+# expm1 clamps: below them expm1 rounds to -1; above them it overflows
+_F_EM1_LO = _f(-30.0)
+_F_EM1_HI = _f(89.0)
+_F_127 = _f(127.0)
+_D_EM1_LO = -40.0
+_D_EM1_HI = 710.0
+_D_1023 = 1023.0
+
+# log (fdlibm / musl)
+_F_LN2_HI = _f(6.9313812256e-01)    # 0x3f317180
+_F_LN2_LO = _f(9.0580006145e-06)    # 0x3717f7d1
+_F_LG1 = _f(0.66666662693)          # 0xaaaaaa.0p-24
+_F_LG2 = _f(0.40000972152)          # 0xccce13.0p-25
+_F_LG3 = _f(0.28498786688)          # 0x91e9ee.0p-25
+_F_LG4 = _f(0.24279078841)          # 0xf89e26.0p-26
+_F_MINNORM = _f(2.0 ** -126)
+_F_TWO25 = _f(2.0 ** 25)
+_F_25 = _f(25.0)
+_D_LG1 = 6.666666666666735130e-01
+_D_LG2 = 3.999999999940941908e-01
+_D_LG3 = 2.857142874366239149e-01
+_D_LG4 = 2.222219843214978396e-01
+_D_LG5 = 1.818357216161805012e-01
+_D_LG6 = 1.531383769920937332e-01
+_D_LG7 = 1.479819860511658591e-01
+_D_MINNORM = 2.0 ** -1022
+_D_TWO54 = 2.0 ** 54
+
+# tanh clamp: tanh(|x|) rounds to 1 well before these
+_F_TANH_HI = _f(10.0)
+_D_TANH_HI = 20.0
+_F_TANH_SMALL = _f(0.625)
+# Cephes tanhf: tanh(x) = x + x*z*P(z), z = x*x, |x| < 0.625
+_F_TH0 = _f(-5.70498872745e-3)
+_F_TH1 = _f(2.06390887954e-2)
+_F_TH2 = _f(-5.37397155531e-2)
+_F_TH3 = _f(1.33314422036e-1)
+_F_TH4 = _f(-3.33332819422e-1)
+# Cephes tanh: tanh(x) = x + x*z*P(z)/Q(z), |x| < 0.625
+_D_THP0 = -9.64399179425052238628e-1
+_D_THP1 = -9.92877231001918586564e1
+_D_THP2 = -1.61468768441708447952e3
+_D_THQ0 = 1.12811678491632931402e2
+_D_THQ1 = 2.23548839060100448583e3
+_D_THQ2 = 4.84406305325125486048e3
+
+# erf (fdlibm s_erf.c / s_erff.c via musl)
+_F_ERX = _f(8.4506291151e-01)
+_F_EFX8 = _f(1.0270333290e+00)
+_F_8 = _f(8.0)
+_F_0125 = _f(0.125)
+_F_PP = [_f(v) for v in (1.2837916613e-01, -3.2504209876e-01,
+                         -2.8481749818e-02, -5.7702702470e-03,
+                         -2.3763017452e-05)]
+_F_QQ = [_f(v) for v in (3.9791721106e-01, 6.5022252500e-02,
+                         5.0813062117e-03, 1.3249473704e-04,
+                         -3.9602282413e-06)]
+_F_PA = [_f(v) for v in (-2.3621185683e-03, 4.1485610604e-01,
+                         -3.7220788002e-01, 3.1834661961e-01,
+                         -1.1089469492e-01, 3.5478305072e-02,
+                         -2.1663755178e-03)]
+_F_QA = [_f(v) for v in (1.0642088205e-01, 5.4039794207e-01,
+                         7.1828655899e-02, 1.2617121637e-01,
+                         1.3637083583e-02, 1.1984500103e-02)]
+_F_RA = [_f(v) for v in (-9.8649440333e-03, -6.9385856390e-01,
+                         -1.0558626175e+01, -6.2375331879e+01,
+                         -1.6239666748e+02, -1.8460508728e+02,
+                         -8.1287437439e+01, -9.8143291473e+00)]
+_F_SA = [_f(v) for v in (1.9651271820e+01, 1.3765776062e+02,
+                         4.3456588745e+02, 6.4538726807e+02,
+                         4.2900814819e+02, 1.0863500214e+02,
+                         6.5702495575e+00, -6.0424413532e-02)]
+_F_RB = [_f(v) for v in (-9.8649431020e-03, -7.9928326607e-01,
+                         -1.7757955551e+01, -1.6063638306e+02,
+                         -6.3756646729e+02, -1.0250950928e+03,
+                         -4.8351919556e+02, 0.0)]
+_F_SB = [_f(v) for v in (3.0338060379e+01, 3.2579251099e+02,
+                         1.5367296143e+03, 3.1998581543e+03,
+                         2.5530502930e+03, 4.7452853394e+02,
+                         -2.2440952301e+01, 0.0)]
+(_F_PP0, _F_PP1, _F_PP2, _F_PP3, _F_PP4) = _F_PP
+(_F_QQ1, _F_QQ2, _F_QQ3, _F_QQ4, _F_QQ5) = _F_QQ
+(_F_PA0, _F_PA1, _F_PA2, _F_PA3, _F_PA4, _F_PA5, _F_PA6) = _F_PA
+(_F_QA1, _F_QA2, _F_QA3, _F_QA4, _F_QA5, _F_QA6) = _F_QA
+(_F_RA0, _F_RA1, _F_RA2, _F_RA3, _F_RA4, _F_RA5, _F_RA6, _F_RA7) = _F_RA
+(_F_SA1, _F_SA2, _F_SA3, _F_SA4, _F_SA5, _F_SA6, _F_SA7, _F_SA8) = _F_SA
+(_F_RB0, _F_RB1, _F_RB2, _F_RB3, _F_RB4, _F_RB5, _F_RB6, _F_RB7) = _F_RB
+(_F_SB1, _F_SB2, _F_SB3, _F_SB4, _F_SB5, _F_SB6, _F_SB7, _F_SB8) = _F_SB
+_F_ERF_A = _f(0.84375)
+_F_ERF_B = _f(1.25)
+_F_ERF_C = _f(1.0 / 0.35)
+_F_ERF_D = _f(6.0)
+_F_0P5625 = _f(0.5625)
+
+_D_ERX = 8.45062911510467529297e-01
+_D_EFX8 = 1.02703333676410069053e+00
+(_D_PP0, _D_PP1, _D_PP2, _D_PP3, _D_PP4) = (
+    1.28379167095512558561e-01, -3.25042107247001499370e-01,
+    -2.84817495755985104766e-02, -5.77027029648944159157e-03,
+    -2.37630166566501626084e-05)
+(_D_QQ1, _D_QQ2, _D_QQ3, _D_QQ4, _D_QQ5) = (
+    3.97917223959155352819e-01, 6.50222499887672944485e-02,
+    5.08130628187576562776e-03, 1.32494738004321644526e-04,
+    -3.96022827877536812320e-06)
+(_D_PA0, _D_PA1, _D_PA2, _D_PA3, _D_PA4, _D_PA5, _D_PA6) = (
+    -2.36211856075265944077e-03, 4.14856118683748331666e-01,
+    -3.72207876035701323847e-01, 3.18346619901161753674e-01,
+    -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+    -2.16637559486879084300e-03)
+(_D_QA1, _D_QA2, _D_QA3, _D_QA4, _D_QA5, _D_QA6) = (
+    1.06420880400844228286e-01, 5.40397917702171048937e-01,
+    7.18286544141962662868e-02, 1.26171219808761642112e-01,
+    1.36370839120290507362e-02, 1.19844998467991074170e-02)
+(_D_RA0, _D_RA1, _D_RA2, _D_RA3, _D_RA4, _D_RA5, _D_RA6, _D_RA7) = (
+    -9.86494403484714822705e-03, -6.93858572707181764372e-01,
+    -1.05586262253232909814e+01, -6.23753324503260060396e+01,
+    -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+    -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+(_D_SA1, _D_SA2, _D_SA3, _D_SA4, _D_SA5, _D_SA6, _D_SA7, _D_SA8) = (
+    1.96512716674392571292e+01, 1.37657754143519042600e+02,
+    4.34565877475229228821e+02, 6.45387271733267880336e+02,
+    4.29008140027567833386e+02, 1.08635005541779435134e+02,
+    6.57024977031928170135e+00, -6.04244152148580987438e-02)
+(_D_RB0, _D_RB1, _D_RB2, _D_RB3, _D_RB4, _D_RB5, _D_RB6) = (
+    -9.86494292470009928597e-03, -7.99283237680523006574e-01,
+    -1.77579549177547519889e+01, -1.60636384855821916062e+02,
+    -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+    -4.83519191608651397019e+02)
+(_D_SB1, _D_SB2, _D_SB3, _D_SB4, _D_SB5, _D_SB6, _D_SB7) = (
+    3.03380607434824582924e+01, 3.25792512996573918826e+02,
+    1.53672958608443695994e+03, 3.19985821950859553908e+03,
+    2.55305040643316442583e+03, 4.74528541206955367215e+02,
+    -2.24409524465858183362e+01)
+_D_ERF_C = 1.0 / 0.35
+
+
+# ---------------------------------------------------------------------------
+# exp
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def _exp_reduce_f32(xc):
+    """exp(xc) = y * 2**n (Cephes expf polynomial, exact range reduction)."""
+    n = _floor(xc * _F_LOG2E + _F_HALF)
+    r = xc - n * _F_LN2HI
+    r = r - n * _F_LN2LO
+    z = r * r
+    p = ((((_F_EP0 * r + _F_EP1) * r + _F_EP2) * r + _F_EP3) * r
+         + _F_EP4) * r + _F_EP5
+    return p * z + r + _F_1, n
+
+
+@njit(**_OPTS)
+def exp_f32(x):
+    """exp for float32 (Cephes expf polynomial, exact range reduction)."""
+    xc = x if x < _F_EXP_HI else _F_EXP_HI
+    xc = xc if xc > _F_EXP_LO else _F_EXP_LO       # also maps NaN -> LO
+    y, n = _exp_reduce_f32(xc)
+    y = _scale2(y, n)                  # overflow to inf, gradual underflow
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def _exp_core_f32(x):
+    """exp for float32 x in [-87, 88] (no NaN/overflow/denormal handling)."""
+    y, n = _exp_reduce_f32(x)
+    return y * _pow2(n)
+
+
+@njit(**_OPTS)
+def _expm1_poly_f64(r):
+    """exp(r) - 1 on |r| <= ln2/2: Taylor series to degree 13 (rel. error of
+    the truncation < 2e-17)."""
+    q = _D_T13
+    q = q * r + _D_T12
+    q = q * r + _D_T11
+    q = q * r + _D_T10
+    q = q * r + _D_T9
+    q = q * r + _D_T8
+    q = q * r + _D_T7
+    q = q * r + _D_T6
+    q = q * r + _D_T5
+    q = q * r + _D_T4
+    q = q * r + _D_T3
+    q = q * r + _D_T2
+    return r + (r * r) * q
+
+
+@njit(**_OPTS)
+def _exp_reduce_f64(xc):
+    """exp(xc) = y * 2**n (degree-13 polynomial, two-constant reduction)."""
+    n = _floor(xc * _D_LOG2E + 0.5)
+    r = xc - n * _D_LN2HI
+    r = r - n * _D_LN2LO
+    return 1.0 + _expm1_poly_f64(r), n
+
+
+@njit(**_OPTS)
+def exp_f64(x):
+    """exp for float64 (degree-13 polynomial, two-constant reduction)."""
+    xc = x if x < _D_EXP_HI else _D_EXP_HI
+    xc = xc if xc > _D_EXP_LO else _D_EXP_LO
+    y, n = _exp_reduce_f64(xc)
+    y = _scale2(y, n)
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def _exp_core_f64(x):
+    """exp for float64 x in [-708, 709] (no NaN/overflow/denormal handling)."""
+    y, n = _exp_reduce_f64(x)
+    return y * _pow2(n)
+
+
+# ---------------------------------------------------------------------------
+# expm1
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def expm1_f32(x):
+    """expm1 for float32: 2**n * expm1(r) + (2**n - 1), one FMA rounding."""
+    xc = x if x < _F_EM1_HI else _F_EM1_HI
+    xc = xc if xc > _F_EM1_LO else _F_EM1_LO
+    n = _floor(xc * _F_LOG2E + _F_HALF)
+    r = xc - n * _F_LN2HI
+    r = r - n * _F_LN2LO
+    q = _F_T8
+    q = q * r + _F_T7
+    q = q * r + _F_T6
+    q = q * r + _F_T5
+    q = q * r + _F_T4
+    q = q * r + _F_T3
+    q = q * r + _F_T2
+    p = r + (r * r) * q
+    big = n > _F_127                 # n == 128: 2**n not representable
+    m = n - _F_1 if big else n
+    t = _pow2(m)
+    y = t * p + (t - _F_1)
+    y = y * _F_2 if big else y
+    y = x if x == _F_0 else y        # keeps -0.0
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def expm1_f64(x):
+    """expm1 for float64: 2**n * expm1(r) + (2**n - 1), one FMA rounding."""
+    xc = x if x < _D_EM1_HI else _D_EM1_HI
+    xc = xc if xc > _D_EM1_LO else _D_EM1_LO
+    n = _floor(xc * _D_LOG2E + 0.5)
+    r = xc - n * _D_LN2HI
+    r = r - n * _D_LN2LO
+    p = _expm1_poly_f64(r)
+    big = n > _D_1023
+    m = n - 1.0 if big else n
+    t = _pow2(m)
+    y = t * p + (t - 1.0)
+    y = y * 2.0 if big else y
+    y = x if x == 0.0 else y
+    return x if x != x else y
+
+
+# ---------------------------------------------------------------------------
+# log / log1p  (fdlibm: log(1+f) = f - hfsq + s*(hfsq+R), s = f/(2+f))
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def _log1pf_core_f32(f):
+    s = f / (_F_2 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_F_LG2 + w * _F_LG4)
+    t2 = z * (_F_LG1 + w * _F_LG3)
+    hfsq = _F_HALF * f * f
+    return s * (hfsq + t2 + t1), hfsq
+
+
+@njit(**_OPTS)
+def _log1pf_core_f64(f):
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    t1 = w * (_D_LG2 + w * (_D_LG4 + w * _D_LG6))
+    t2 = z * (_D_LG1 + w * (_D_LG3 + w * (_D_LG5 + w * _D_LG7)))
+    hfsq = 0.5 * f * f
+    return s * (hfsq + t2 + t1), hfsq
+
+
+@njit(**_OPTS)
+def log_f32(x):
+    """log for float32 (musl/fdlibm logf, branch-free)."""
+    sub = x < _F_MINNORM
+    xs = x * _F_TWO25 if sub else x
+    m = _log_mant(xs)
+    k = _log_expo(xs)
+    k = k - _F_25 if sub else k
+    f = m - _F_1
+    sr, hfsq = _log1pf_core_f32(f)
+    y = sr + k * _F_LN2_LO - hfsq + f + k * _F_LN2_HI
+    y = x if x == _F_INF else y
+    y = -_F_INF if x == _F_0 else y
+    y = _F_NAN if x < _F_0 else y
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def log_f64(x):
+    """log for float64 (fdlibm e_log.c, branch-free)."""
+    sub = x < _D_MINNORM
+    xs = x * _D_TWO54 if sub else x
+    m = _log_mant(xs)
+    k = _log_expo(xs)
+    k = k - 54.0 if sub else k
+    f = m - 1.0
+    sr, hfsq = _log1pf_core_f64(f)
+    y = sr + k * _D_LN2LO - hfsq + f + k * _D_LN2HI
+    y = x if x == _D_INF else y
+    y = -_D_INF if x == 0.0 else y
+    y = _D_NAN if x < 0.0 else y
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def log1p_f32(x):
+    """log1p for float32: log(u) + c/u with u = 1+x rounded and c = (1+x)-u
+    computed exactly (fdlibm s_log1pf.c, branch-free)."""
+    u = _F_1 + x
+    uu = u if u < _F_INF else _F_2   # keep the core finite (inf -> selected)
+    m = _log_mant(uu)
+    k = _log_expo(uu)
+    c = (x - (uu - _F_1)) if uu < _F_2 else (_F_1 - (uu - x))
+    c = c / uu
+    f = m - _F_1
+    sr, hfsq = _log1pf_core_f32(f)
+    y = k * _F_LN2_HI - ((hfsq - (sr + (k * _F_LN2_LO + c))) - f)
+    y = x if x == _F_INF else y
+    y = -_F_INF if x == -_F_1 else y
+    y = _F_NAN if x < -_F_1 else y
+    y = x if x == _F_0 else y        # keeps -0.0
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def log1p_f64(x):
+    """log1p for float64 (fdlibm s_log1p.c, branch-free)."""
+    u = 1.0 + x
+    uu = u if u < _D_INF else 2.0
+    m = _log_mant(uu)
+    k = _log_expo(uu)
+    c = (x - (uu - 1.0)) if uu < 2.0 else (1.0 - (uu - x))
+    c = c / uu
+    f = m - 1.0
+    sr, hfsq = _log1pf_core_f64(f)
+    y = k * _D_LN2HI - ((hfsq - (sr + (k * _D_LN2LO + c))) - f)
+    y = x if x == _D_INF else y
+    y = -_D_INF if x == -1.0 else y
+    y = _D_NAN if x < -1.0 else y
+    y = x if x == 0.0 else y
+    return x if x != x else y
+
+
+# ---------------------------------------------------------------------------
+# tanh, sigmoid
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def tanh_f32(x):
+    """tanh for float32: Cephes tanhf odd polynomial for |x| < 0.625, else
+    sign(x) * (1 - 2/(exp(2|x|) + 1))."""
+    a = _fabs(x)
+    a = a if a < _F_TANH_HI else _F_TANH_HI
+    z = x * x
+    ys = ((((_F_TH0 * z + _F_TH1) * z + _F_TH2) * z + _F_TH3) * z
+          + _F_TH4) * z * x + x
+    e = _exp_core_f32(a + a)
+    yl = _F_1 - _F_2 / (e + _F_1)
+    y = _copysign(ys if a < _F_TANH_SMALL else yl, x)   # tanh(-0.0) = -0.0
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def tanh_f64(x):
+    """tanh for float64: Cephes rational x + x*z*P(z)/Q(z) for |x| < 0.625,
+    else sign(x) * (1 - 2/(exp(2|x|) + 1))."""
+    a = _fabs(x)
+    a = a if a < _D_TANH_HI else _D_TANH_HI
+    z = x * x
+    ys = x + x * (z * ((_D_THP0 * z + _D_THP1) * z + _D_THP2)
+                  / (((z + _D_THQ0) * z + _D_THQ1) * z + _D_THQ2))
+    e = _exp_core_f64(a + a)
+    yl = 1.0 - 2.0 / (e + 1.0)
+    y = _copysign(ys if a < 0.625 else yl, x)
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def sigmoid_f32(x):
+    """1/(1+exp(-x)) for float32: num/(1+e), e = exp(-|x|), num = 1 (x >= 0)
+    or e (x < 0), with the rounding error of 1+e and of the division
+    compensated."""
+    e = exp_f32(-_fabs(x))
+    d = _F_1 + e
+    dl = (_F_1 - d) + e              # exact: d + dl == 1 + e
+    num = _F_1 if x >= _F_0 else e
+    q = num / d
+    rem = num - q * d                # exact with FMA
+    y = q + (rem - q * dl) / d
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def sigmoid_f64(x):
+    """1/(1+exp(-x)) for float64 (same scheme as sigmoid_f32)."""
+    e = exp_f64(-_fabs(x))
+    d = 1.0 + e
+    dl = (1.0 - d) + e
+    num = 1.0 if x >= 0.0 else e
+    q = num / d
+    rem = num - q * d
+    y = q + (rem - q * dl) / d
+    return x if x != x else y
+
+
+# ---------------------------------------------------------------------------
+# erf  (fdlibm s_erf.c / s_erff.c, all branches evaluated and selected)
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def erf_f32(x):
+    """erf for float32 (fdlibm erff, branch-free)."""
+    a = _fabs(x)
+    # |x| < 0.84375: x + x*P(x^2)/Q(x^2)   (scaled by 8 for denormal x)
+    z = x * x
+    r = _F_PP0 + z * (_F_PP1 + z * (_F_PP2 + z * (_F_PP3 + z * _F_PP4)))
+    s = _F_1 + z * (_F_QQ1 + z * (_F_QQ2 + z * (_F_QQ3 + z * (_F_QQ4
+                                                              + z * _F_QQ5))))
+    y_small = _F_0125 * (_F_8 * a + (_F_8 * a) * (r / s))
+    # 0.84375 <= |x| < 1.25: erx + P(|x|-1)/Q(|x|-1)
+    t = a - _F_1
+    p = _F_PA0 + t * (_F_PA1 + t * (_F_PA2 + t * (_F_PA3 + t * (
+        _F_PA4 + t * (_F_PA5 + t * _F_PA6)))))
+    q = _F_1 + t * (_F_QA1 + t * (_F_QA2 + t * (_F_QA3 + t * (
+        _F_QA4 + t * (_F_QA5 + t * _F_QA6)))))
+    y_mid = _F_ERX + p / q
+    # 1.25 <= |x| < 6: 1 - exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / |x|
+    b = a if a > _F_ERF_B else _F_ERF_B
+    b = b if b < _F_ERF_D else _F_ERF_D
+    v = _F_1 / (b * b)
+    lo = b < _F_ERF_C
+    c0 = _F_RA0 if lo else _F_RB0
+    c1 = _F_RA1 if lo else _F_RB1
+    c2 = _F_RA2 if lo else _F_RB2
+    c3 = _F_RA3 if lo else _F_RB3
+    c4 = _F_RA4 if lo else _F_RB4
+    c5 = _F_RA5 if lo else _F_RB5
+    c6 = _F_RA6 if lo else _F_RB6
+    c7 = _F_RA7 if lo else _F_RB7
+    d1 = _F_SA1 if lo else _F_SB1
+    d2 = _F_SA2 if lo else _F_SB2
+    d3 = _F_SA3 if lo else _F_SB3
+    d4 = _F_SA4 if lo else _F_SB4
+    d5 = _F_SA5 if lo else _F_SB5
+    d6 = _F_SA6 if lo else _F_SB6
+    d7 = _F_SA7 if lo else _F_SB7
+    d8 = _F_SA8 if lo else _F_SB8
+    rr = c0 + v * (c1 + v * (c2 + v * (c3 + v * (c4 + v * (c5 + v * (
+        c6 + v * c7))))))
+    ss = _F_1 + v * (d1 + v * (d2 + v * (d3 + v * (d4 + v * (d5 + v * (
+        d6 + v * (d7 + v * d8)))))))
+    zc = _chop(b)
+    ex = (_exp_core_f32(-zc * zc - _F_0P5625)
+          * _exp_core_f32((zc - b) * (zc + b) + rr / ss))
+    y_big = _F_1 - ex / b
+    y = y_small if a < _F_ERF_A else (y_mid if a < _F_ERF_B else (
+        y_big if a < _F_ERF_D else _F_1))
+    y = _copysign(y, x)
+    return x if x != x else y
+
+
+@njit(**_OPTS)
+def erf_f64(x):
+    """erf for float64 (fdlibm s_erf.c, branch-free)."""
+    a = _fabs(x)
+    z = x * x
+    r = _D_PP0 + z * (_D_PP1 + z * (_D_PP2 + z * (_D_PP3 + z * _D_PP4)))
+    s = 1.0 + z * (_D_QQ1 + z * (_D_QQ2 + z * (_D_QQ3 + z * (_D_QQ4
+                                                            + z * _D_QQ5))))
+    y_small = 0.125 * (8.0 * a + (8.0 * a) * (r / s))
+    t = a - 1.0
+    p = _D_PA0 + t * (_D_PA1 + t * (_D_PA2 + t * (_D_PA3 + t * (
+        _D_PA4 + t * (_D_PA5 + t * _D_PA6)))))
+    q = 1.0 + t * (_D_QA1 + t * (_D_QA2 + t * (_D_QA3 + t * (
+        _D_QA4 + t * (_D_QA5 + t * _D_QA6)))))
+    y_mid = _D_ERX + p / q
+    b = a if a > 1.25 else 1.25
+    b = b if b < 6.0 else 6.0
+    v = 1.0 / (b * b)
+    lo = b < _D_ERF_C
+    c0 = _D_RA0 if lo else _D_RB0
+    c1 = _D_RA1 if lo else _D_RB1
+    c2 = _D_RA2 if lo else _D_RB2
+    c3 = _D_RA3 if lo else _D_RB3
+    c4 = _D_RA4 if lo else _D_RB4
+    c5 = _D_RA5 if lo else _D_RB5
+    c6 = _D_RA6 if lo else _D_RB6
+    c7 = _D_RA7 if lo else 0.0
+    d1 = _D_SA1 if lo else _D_SB1
+    d2 = _D_SA2 if lo else _D_SB2
+    d3 = _D_SA3 if lo else _D_SB3
+    d4 = _D_SA4 if lo else _D_SB4
+    d5 = _D_SA5 if lo else _D_SB5
+    d6 = _D_SA6 if lo else _D_SB6
+    d7 = _D_SA7 if lo else _D_SB7
+    d8 = _D_SA8 if lo else 0.0
+    rr = c0 + v * (c1 + v * (c2 + v * (c3 + v * (c4 + v * (c5 + v * (
+        c6 + v * c7))))))
+    ss = 1.0 + v * (d1 + v * (d2 + v * (d3 + v * (d4 + v * (d5 + v * (
+        d6 + v * (d7 + v * d8)))))))
+    zc = _chop(b)
+    ex = (_exp_core_f64(-zc * zc - 0.5625)
+          * _exp_core_f64((zc - b) * (zc + b) + rr / ss))
+    y_big = 1.0 - ex / b
+    y = y_small if a < 0.84375 else (y_mid if a < 1.25 else (
+        y_big if a < 6.0 else 1.0))
+    y = _copysign(y, x)
+    return x if x != x else y
+
+
+# ---------------------------------------------------------------------------
+# NaN-propagating maximum / minimum (numpy semantics)
+# ---------------------------------------------------------------------------
+
+@njit(**_OPTS)
+def vmaximum(a, b):
+    """np.maximum semantics: NaN if either is NaN, else (a if a > b else b)."""
+    return a if (a > b or a != a) else b
+
+
+@njit(**_OPTS)
+def vminimum(a, b):
+    """np.minimum semantics: NaN if either is NaN, else (a if a < b else b)."""
+    return a if (a < b or a != a) else b
+
+
+# ---------------------------------------------------------------------------
+# generic (type-dispatching) names
+# ---------------------------------------------------------------------------
+
+def _make_generic(name, f32, f64, doc):
+    def stub(x):
+        # plain-Python fallback (debugging only): same algorithms, elementwise
+        arr = np.asarray(x)
+        if arr.dtype == np.float32:
+            impl, dt = f32, np.float32
+        else:
+            impl, dt = f64, np.float64
+            arr = arr.astype(np.float64)
+        if arr.ndim == 0:
+            return dt(impl(arr[()]))
+        flat = [impl(v) for v in arr.ravel()]
+        return np.array(flat, dtype=dt).reshape(arr.shape)
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = doc
+    stub.__module__ = __name__
+
+    def _call_f32(x):
+        return f32(x)
+
+    def _call_f64(x):
+        return f64(x)
+
+    def _call_cast(x):
+        return f64(np.float64(x))
+
+    @overload(stub, jit_options=dict(fastmath={"contract"},
+                                     error_model="numpy", forceinline=True,
+                                     nogil=True))
+    def _ol(x):
+        if x == types.float32:
+            return _call_f32
+        if x == types.float64:
+            return _call_f64
+        if isinstance(x, (types.Integer, types.Boolean)):
+            return _call_cast
+        return None
+
+    return stub
+
+
+vexp = _make_generic("vexp", exp_f32, exp_f64, "exp(x): see module doc.")
+vexpm1 = _make_generic("vexpm1", expm1_f32, expm1_f64,
+                       "expm1(x) = exp(x) - 1: see module doc.")
+vlog = _make_generic("vlog", log_f32, log_f64, "log(x): see module doc.")
+vlog1p = _make_generic("vlog1p", log1p_f32, log1p_f64,
+                       "log1p(x) = log(1 + x): see module doc.")
+vtanh = _make_generic("vtanh", tanh_f32, tanh_f64, "tanh(x): see module doc.")
+vsigmoid = _make_generic("vsigmoid", sigmoid_f32, sigmoid_f64,
+                         "1 / (1 + exp(-x)): see module doc.")
+verf = _make_generic("verf", erf_f32, erf_f64, "erf(x): see module doc.")
+
+
+VMATH = {
+    "exp": vexp,
+    "expm1": vexpm1,
+    "log": vlog,
+    "log1p": vlog1p,
+    "tanh": vtanh,
+    "sigmoid": vsigmoid,
+    "erf": verf,
+    "maximum": vmaximum,
+    "minimum": vminimum,
+}
+
+# op name -> attribute name of this module to emit in generated source
+VMATH_NAMES = {op: fn.__name__ for op, fn in VMATH.items()}
+
+VMATH_F32 = {
+    "exp": exp_f32, "expm1": expm1_f32, "log": log_f32, "log1p": log1p_f32,
+    "tanh": tanh_f32, "sigmoid": sigmoid_f32, "erf": erf_f32,
+    "maximum": vmaximum, "minimum": vminimum,
+}
+VMATH_F64 = {
+    "exp": exp_f64, "expm1": expm1_f64, "log": log_f64, "log1p": log1p_f64,
+    "tanh": tanh_f64, "sigmoid": sigmoid_f64, "erf": erf_f64,
+    "maximum": vmaximum, "minimum": vminimum,
+}
