@@ -1,5 +1,7 @@
 """The reference interpreter: runs a graph node by node with the registry's eager implementations.
 It is the oracle every other backend is tested against."""
+import numpy as np
+
 from ..ir.graph import Value
 
 
@@ -11,9 +13,9 @@ def run(graph, arrays):
     for n in graph.nodes:
         res = n.op.impl(*[env[i] if isinstance(i, Value) else i for i in n.inputs], **n.attrs)
         if n.op.nout == 1:
-            env[n.outputs[0]] = res
+            env[n.outputs[0]] = np.asarray(res)   # numpy reductions return scalars, not 0-d arrays
         else:
-            env.update(zip(n.outputs, res))
+            env.update(zip(n.outputs, map(np.asarray, res)))
     return [env[o] if isinstance(o, Value) else o for o in graph.outputs]
 
 

@@ -42,7 +42,7 @@ class _NP:
 
 def _compute_dtype(rule, args):
     """The dtype inputs are cast to before computing ('bool' ops compare in the promoted type)."""
-    xs = [_NP(a) if isinstance(a, np.ndarray) else a for a in args]
+    xs = [_NP(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
     if rule == "bool":
         return D.result_type(*xs), D.bool_
     dt = RULES[rule](*xs)
