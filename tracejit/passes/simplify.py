@@ -35,7 +35,7 @@ def simplify(g):
                 continue
         if name == "neg" and isinstance(ins[0], Value) and ins[0].producer is not None \
                 and ins[0].producer.op.name == "neg":
-            r.alias(out, r.get(ins[0].producer.inputs[0]))
+            r.alias(out, ins[0].producer.inputs[0])
             continue
         if name in ("reshape", "view", "permute", "cast", "contiguous", "expand") and _same_type(ins[0], out) and (
                 name != "permute" or tuple(n.attrs["dims"]) == tuple(range(out.ndim))):
