@@ -33,6 +33,9 @@ def simplify(g):
             if name in ("mul", "add") and _is_unit(a, _UNIT[name]) and _same_type(b, out):
                 r.alias(out, b)
                 continue
+        if name == "pow" and _is_unit(ins[1], 1) and _same_type(ins[0], out):
+            r.alias(out, ins[0])
+            continue
         if name == "neg" and isinstance(ins[0], Value) and ins[0].producer is not None \
                 and ins[0].producer.op.name == "neg":
             r.alias(out, ins[0].producer.inputs[0])

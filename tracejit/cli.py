@@ -1,0 +1,125 @@
+"""The `tracejit` command: demo (eager vs compiled side by side), bench, explain."""
+import argparse
+import sys
+import time
+
+
+def _mlp_params(sizes, seed=0):
+    import tracejit as torch
+    torch.manual_seed(seed)
+    ps = []
+    for i, o in zip(sizes[:-1], sizes[1:]):
+        bound = 1.0 / i ** 0.5
+        ps += [torch.rand(i, o) * (2 * bound) - bound, torch.zeros(o)]
+    return ps
+
+
+def _make_data(n, d, classes, seed=1):
+    """Built-in data: Gaussian blobs, one per class (nothing is downloaded)."""
+    import numpy as np
+    import tracejit as torch
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((classes, d)) * 2.0
+    y = rng.integers(0, classes, n)
+    x = centers[y] + rng.standard_normal((n, d))
+    return torch.tensor(x, dtype=torch.float32), torch.tensor(y)
+
+
+def train_step(params, x, y, lr):
+    import tracejit as torch
+    import tracejit.nn.functional as F
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = F.relu(h @ params[i] + params[i + 1])
+    loss = F.cross_entropy(h @ params[-2] + params[-1], y)
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+    return loss.detach()
+
+
+def demo(args):
+    import numpy as np
+    import tracejit as torch
+    sizes = [64, 256, 256, 10]
+    x, y = _make_data(4096, sizes[0], sizes[-1])
+    batch, steps = 128, args.steps
+    eager_p = [p.requires_grad_() for p in _mlp_params(sizes)]
+    traced_p = [p.detach().clone().requires_grad_() for p in eager_p]
+    step = torch.trace(lambda xb, yb: train_step(traced_p, xb, yb, 0.05), backend=args.backend)
+    print(f"tracejit demo: MLP {'-'.join(map(str, sizes))}, batch {batch}, SGD, {steps} steps, "
+          f"eager vs @trace (backend={step.backend_name or torch.config.default_backend})\n")
+    print(f"{'step':>5} {'eager loss':>11} {'traced loss':>12} {'eager ms':>9} {'traced ms':>10}")
+    te, tt, max_dl, compile_s = [], [], 0.0, 0.0
+    for s in range(steps):
+        i = (s * batch) % (len(x) - batch)
+        xb, yb = x[i:i + batch], y[i:i + batch]
+        t0 = time.perf_counter()
+        le = train_step(eager_p, xb, yb, 0.05)
+        t1 = time.perf_counter()
+        lt = step(xb, yb)
+        t2 = time.perf_counter()
+        if s == 0:
+            compile_s = t2 - t1
+        else:
+            te.append(t1 - t0)
+            tt.append(t2 - t1)
+        max_dl = max(max_dl, abs(le.item() - lt.item()))
+        if s % max(1, steps // 10) == 0 or s == steps - 1:
+            print(f"{s:>5} {le.item():>11.5f} {lt.item():>12.5f} {1e3 * (t1 - t0):>9.2f} {1e3 * (t2 - t1):>10.2f}")
+    max_dw = max(float(np.abs(a.detach().numpy() - b.detach().numpy()).max()) for a, b in zip(eager_p, traced_p))
+    me, mt = float(np.median(te)), float(np.median(tt))
+    with torch.no_grad():
+        h = x
+        for i in range(0, len(traced_p) - 2, 2):
+            h = (h @ traced_p[i] + traced_p[i + 1]).relu()
+        acc = float(((h @ traced_p[-2] + traced_p[-1]).argmax(1) == y).float().mean())
+    print("\n| measure | eager | compiled |")
+    print("|---|---|---|")
+    print(f"| time per step (median) | {1e3 * me:.2f} ms | {1e3 * mt:.2f} ms |")
+    print(f"| speedup | 1.00x | {me / mt:.2f}x |")
+    print(f"| first call (trace + compile) | - | {compile_s:.3f} s |")
+    print(f"| max |loss difference| | {max_dl:.2e} | |")
+    print(f"| max |weight difference| | {max_dw:.2e} | |")
+    print(f"| traces | - | {step.cache_info()['traces']} |")
+    print(f"| final train accuracy | | {acc:.3f} |")
+    return 0
+
+
+def explain_cmd(args):
+    import importlib
+    import os
+    import tracejit as torch
+    from .explain import explain, parse_inputs
+    sys.path.insert(0, os.getcwd())
+    mod, _, fn = args.target.partition(":")
+    f = getattr(importlib.import_module(mod), fn)
+    print(explain(f, *parse_inputs(args.inputs)))
+    return 0
+
+
+def bench_cmd(args):
+    from .bench import run_suite
+    return run_suite(args.names, quick=args.quick, json_path=args.json)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="tracejit", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo", help="train a small MLP eagerly and traced, side by side")
+    d.add_argument("--steps", type=int, default=60)
+    d.add_argument("--backend", default=None)
+    d.set_defaults(func=demo)
+    e = sub.add_parser("explain", help="show the eager graph, the traced IR, the passes and the kernels")
+    e.add_argument("target", help="MODULE:FUNCTION")
+    e.add_argument("--inputs", required=True, help='input types as the IR writes them, e.g. "f32[8,4] f32[4,3]"')
+    e.set_defaults(func=explain_cmd)
+    b = sub.add_parser("bench", help="run the benchmark suite")
+    b.add_argument("names", nargs="*")
+    b.add_argument("--quick", action="store_true")
+    b.add_argument("--json", default=None)
+    b.set_defaults(func=bench_cmd)
+    args = p.parse_args(argv)
+    return args.func(args)
