@@ -30,7 +30,10 @@ def _flatten(obj, leaves, static=False):
     """Structure key of `obj`; tensors appended to `leaves` (non-tensor leaves are baked into the key)."""
     if isinstance(obj, Tensor) and not static:
         leaves.append(obj)
-        return ("T", tuple(obj.shape), obj.dtype.name, obj.requires_grad)
+        d = obj._data
+        if d is None:
+            obj._concrete("a tensor argument of a traced function")
+        return ("T", d.shape, d.dtype.str, obj._requires_grad)
     if isinstance(obj, Tensor):
         obj._concrete("a static tensor argument")
         return ("S", tuple(obj.shape), obj.dtype.name, obj._data.tobytes())
@@ -90,6 +93,7 @@ class Entry:
         self.n_out = 0
         self.out_rg = []         # which user outputs get a grad_fn
         self.diff_inputs = []    # source indices the backward differentiates with respect to
+        self.diff_meta = ((), ())  # their shapes and dtypes (for the engine)
         self.fwd = self.bwd = self.joint = None
         self.fwd_fn = self.bwd_fn = None
         self.n_saved = 0
@@ -136,10 +140,8 @@ class CompiledFunctionBackward(Node):
         self.saved = saved
         self.inputs = inputs
         self.versions = versions
-        self.nout = entry.n_out
-        self.shapes = tuple(tuple(inputs[i].shape) for i in entry.diff_inputs)
-        self.dtypes = tuple(inputs[i].dtype for i in entry.diff_inputs)
-        self.data = [(t._data if k == "data" else t._grad._data) for (k, _), t in zip(entry.sources, inputs)]
+        self.nout = len(entry.out_rg)
+        self.shapes, self.dtypes = entry.diff_meta
 
     def apply(self, grads):
         from ..creation import zeros
@@ -279,7 +281,6 @@ class TracedFunction:
                     user[i]._requires_grad = True
                     user[i].grad_fn = node
                     user[i]._output_nr = nr
-                node.nout = len(entry.out_rg)
         return _unflatten_out(entry.out_tree, iter(user))
 
     # ------------------------------------------------------------------ introspection
@@ -309,7 +310,8 @@ def _weakrefable(obj):
 
 def _describe(k):
     if isinstance(k, tuple) and k and k[0] == "T":
-        return f"{k[2]}{list(k[1])}" + (" requires_grad" if k[3] else "")
+        from .._dtype import from_numpy_dtype
+        return f"{from_numpy_dtype(np.dtype(k[2])).name}{list(k[1])}" + (" requires_grad" if k[3] else "")
     if isinstance(k, tuple) and k and k[0] == "V":
         return repr(k[2])
     return str(k)[:60]
@@ -395,6 +397,8 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
                 log.info("tracejit: %s: no outer backward (the graph was freed by a backward inside)", fn)
                 e.out_rg, cts, grads = [], [], []
         e.diff_inputs = diff_pos if grads else []
+        e.diff_meta = (tuple(tuple(ctx.slots[i].tensor.shape) for i in e.diff_inputs),
+                       tuple(ctx.slots[i].tensor.dtype for i in e.diff_inputs))
         grad_vals = [ctx.value_of(x) for x in grads]
         g.outputs = out_vals + wb_vals + grad_vals
         g.output_names = [f"out{i}" for i in range(len(outs))] + [f"writeback{i}" for i in range(len(wb_vals))] \
