@@ -89,11 +89,13 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     n = len(inputs)
 
     def first_order(*args):
+        from .grad_mode import enable_grad
         ins, gos = args[:n], args[n:]
-        o = func(*ins)
-        o = (o,) if isinstance(o, Tensor) else tuple(o)
-        diff = _flat_inputs(ins)
-        gs = grad(o, diff, gos, create_graph=True, allow_unused=True)
+        with enable_grad():  # the numeric Jacobian evaluates this under no_grad, but it needs a graph
+            o = func(*ins)
+            o = (o,) if isinstance(o, Tensor) else tuple(o)
+            diff = _flat_inputs(ins)
+            gs = grad(o, diff, gos, create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(first_order, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,

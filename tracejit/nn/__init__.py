@@ -1,0 +1,6 @@
+"""tracejit.nn: modules, parameters, functional ops, initializers and utilities (PyTorch's torch.nn)."""
+from .parameter import Parameter, Buffer, UninitializedParameter
+from . import functional, init
+from .modules import *  # noqa: F401,F403
+from .modules import Module
+from . import utils

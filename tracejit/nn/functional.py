@@ -224,3 +224,279 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if reduction == "batchmean":
         return R.sum(loss) / input.shape[0]
     return _reduce(loss, reduction)
+
+
+# ----------------------------------------------------------------------------- convolution and pooling
+# 2-d primitives live in ops/conv.py (numba kernels); 1-d forms run them over a height-1 image.
+
+from ..ops import conv as _C  # noqa: E402
+
+
+def _single(v):
+    return (v[0] if isinstance(v, (list, tuple)) else v)
+
+
+def _batched(input, ndim, name):
+    """(input with a batch dim, whether one was added): unbatched inputs are accepted like PyTorch."""
+    if input.ndim == ndim:
+        return S.unsqueeze(input, 0), True
+    if input.ndim != ndim + 1:
+        raise RuntimeError(f"{name}: expected {ndim}D (unbatched) or {ndim + 1}D (batched) input, but got input of "
+                           f"size: {list(input.shape)}")
+    return input, False
+
+
+def _same_padding(input, weight_spatial, dilation, stride, name):
+    """padding='same': symmetric padding plus, where the total is odd, one extra row/column at the end."""
+    if any(s != 1 for s in stride):
+        raise ValueError("padding='same' is not supported for strided convolutions")
+    sym, extra = [], []
+    for k, d in zip(weight_spatial, dilation):
+        total = d * (k - 1)
+        sym.append(total // 2)
+        extra.append(total - 2 * (total // 2))
+    if any(extra):
+        spec = []
+        for e in reversed(extra):
+            spec += [0, e]
+        input = pad(input, spec)
+    return input, tuple(sym)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    x, unbatched = _batched(input, 3, "conv2d")
+    stride, dilation = _C._pair(stride, "stride"), _C._pair(dilation, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            x, padding = _same_padding(x, tuple(weight.shape[2:]), dilation, stride, "conv2d")
+        else:
+            raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+    out = _C.conv2d(x, weight, stride, padding, dilation, groups)
+    if bias is not None:
+        out = out + S.reshape(bias, (1, -1, 1, 1))
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    x, unbatched = _batched(input, 2, "conv1d")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv1d: expected 3-D weight, got weight of shape {list(weight.shape)}")
+    if isinstance(padding, str):
+        p = padding
+    else:
+        p = (0, int(_single(padding)))
+    out = conv2d(S.unsqueeze(x, 2), S.unsqueeze(weight, 2), bias, (1, int(_single(stride))), p,
+                 (1, int(_single(dilation))), groups)
+    out = S.squeeze(out, 2)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    x, unbatched = _batched(input, 3, "max_pool2d")
+    out, idx = _C.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if unbatched:
+        out, idx = S.squeeze(out, 0), S.squeeze(idx, 0)
+    return (out, idx) if return_indices else out
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    x, unbatched = _batched(input, 2, "max_pool1d")
+    k = int(_single(kernel_size))
+    s = k if stride is None or stride == [] else int(_single(stride))
+    out, idx = _C.max_pool2d_with_indices(S.unsqueeze(x, 2), (1, k), (1, s), (0, int(_single(padding))),
+                                           (1, int(_single(dilation))), ceil_mode)
+    out, idx = S.squeeze(out, 2), S.squeeze(idx, 2)
+    if unbatched:
+        out, idx = S.squeeze(out, 0), S.squeeze(idx, 0)
+    return (out, idx) if return_indices else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    x, unbatched = _batched(input, 3, "avg_pool2d")
+    out = _C.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    x, unbatched = _batched(input, 2, "avg_pool1d")
+    k = int(_single(kernel_size))
+    s = k if stride is None or stride == [] else int(_single(stride))
+    out = S.squeeze(_C.avg_pool2d(S.unsqueeze(x, 2), (1, k), (1, s), (0, int(_single(padding))), ceil_mode,
+                                  count_include_pad), 2)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_avg_pool2d(input, output_size):
+    x, unbatched = _batched(input, 3, "adaptive_avg_pool2d")
+    out = _C.adaptive_avg_pool2d(x, output_size)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_avg_pool1d(input, output_size):
+    x, unbatched = _batched(input, 2, "adaptive_avg_pool1d")
+    out = S.squeeze(_C.adaptive_avg_pool2d(S.unsqueeze(x, 2), (1, int(_single(output_size)))), 2)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+# ----------------------------------------------------------------------------- normalization and embedding
+# Composites of registry ops: their gradients come from the ops' VJPs, eager and traced alike.
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    dims = tuple(range(input.ndim - k, input.ndim))
+    mean = R.mean(input, dims, keepdim=True)
+    var = R.var(input, dims, keepdim=True, correction=0)
+    out = (input - mean) * E.rsqrt(var + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    N, C = input.shape[0], input.shape[1]
+    if C % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    x = S.reshape(input, (N, num_groups, -1))
+    mean = R.mean(x, 2, keepdim=True)
+    var = R.var(x, 2, keepdim=True, correction=0)
+    out = S.reshape((x - mean) * E.rsqrt(var + eps), tuple(input.shape))
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * S.reshape(weight, shape)
+    if bias is not None:
+        out = out + S.reshape(bias, shape)
+    return out
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Batch statistics in training (updating the running stats in place, under no_grad: traceable as
+    functionalized updates), running statistics in eval. `momentum` may be a float or a 0-d tensor."""
+    from ..autograd.grad_mode import no_grad
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2D input (got {input.ndim}D input)")
+    C = input.shape[1]
+    dims = (0,) + tuple(range(2, input.ndim))
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    if training:
+        n = input.numel() // C
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
+        mean = R.mean(input, dims)
+        var = R.var(input, dims, correction=0)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
+                if running_var is not None:
+                    running_var.mul_(1 - momentum).add_(var.detach() * (momentum * n / (n - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        mean, var = running_mean, running_var
+    out = (input - S.reshape(mean, shape)) * S.reshape(E.rsqrt(var + eps), shape)
+    if weight is not None:
+        out = out * S.reshape(weight, shape)
+    if bias is not None:
+        out = out + S.reshape(bias, shape)
+    return out
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    dims = tuple(range(2, input.ndim))
+    mean = R.mean(input, dims, keepdim=True)
+    var = R.var(input, dims, keepdim=True, correction=0)
+    out = (input - mean) * E.rsqrt(var + eps)
+    shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        out = out * S.reshape(weight, shape)
+    if bias is not None:
+        out = out + S.reshape(bias, shape)
+    return out
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if input.dtype.is_floating_point:
+        raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got {input.dtype} instead (while checking arguments for embedding)")
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse gradients are not supported by tracejit")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx < 0:
+            if padding_idx < -num:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx += num
+        elif padding_idx >= num:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    w = weight
+    if padding_idx is not None and weight.requires_grad:
+        # the padding row receives no gradient: read it through a detached copy
+        from ..creation import arange
+        pad_row = S.unsqueeze(arange(num) == padding_idx, 1)
+        w = E.where(pad_row, weight.detach(), weight)
+    return I.getitem(w, input)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rows looked up by `input` with norm above max_norm are rescaled in place (eager only, like PyTorch)."""
+    import numpy as np
+    from ..autograd.grad_mode import no_grad
+    input._concrete("embedding(max_norm=...)")
+    with no_grad():
+        rows = np.unique(input._data.reshape(-1))
+        from ..creation import tensor
+        idx = tensor(rows)
+        sel = I.getitem(weight, idx)
+        norms = R.vector_norm(sel, norm_type, 1, keepdim=True)
+        scale = E.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[idx] = sel * scale
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, 2)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, 3)
+
+
+def _channel_dropout(input, p, training, unbatched_ndim):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    from ..creation import rand
+    lead = 1 if input.ndim == unbatched_ndim else 2
+    shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+    if p == 1.0:
+        return input * 0.0
+    keep = rand(shape, dtype=input.dtype) >= p
+    return input * keep * (1.0 / (1.0 - p))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    return S.flatten(input, start_dim, end_dim)

@@ -134,7 +134,7 @@ def _var_np(x, dims, keepdim, correction):
     n = int(np.prod([x.shape[d] for d in dims])) if x.ndim else 1
     m = np.mean(x, axis=dims, keepdims=True)
     d = x - m
-    return (np.sum(d * d, axis=dims, keepdims=keepdim) / x.dtype.type(max(n - correction, 0))).astype(x.dtype)
+    return (np.sum(d * d, axis=dims, keepdims=keepdim) / x.dtype.type(n - correction if n > correction else 0)).astype(x.dtype)
 
 
 def _var_vjp(c, g):

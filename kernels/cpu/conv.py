@@ -1,0 +1,122 @@
+"""Convolution gather/scatter kernels: im2col (forward, weight gradient) and col2im (input gradient).
+
+A convolution is computed as one BLAS matrix product per group over a column matrix
+`cols[C*kh*kw, N, OH, OW]`, where row (c, i, j) holds input channel c shifted by kernel tap (i, j) for
+every output position (zero where the tap falls into the padding). Channel-major rows make the groups
+contiguous blocks of rows, and the (N, OH, OW) columns make one product cover the whole batch.
+"""
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, cols):
+    """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside)."""
+    N, C, H, W = x.shape
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                # the range of ow whose tap column lies inside [0, W)
+                off = j * dw - pw
+                lo = 0
+                while lo < OW and lo * sw + off < 0:
+                    lo += 1
+                hi = OW
+                while hi > lo and (hi - 1) * sw + off >= W:
+                    hi -= 1
+                for n in range(N):
+                    for oh in range(OH):
+                        h = oh * sh - ph + i * dh
+                        dst = cols[row, n, oh]
+                        if h < 0 or h >= H:
+                            for ow in range(OW):
+                                dst[ow] = 0
+                            continue
+                        src = x[n, c, h]
+                        for ow in range(lo):
+                            dst[ow] = 0
+                        for ow in range(lo, hi):
+                            dst[ow] = src[ow * sw + off]
+                        for ow in range(hi, OW):
+                            dst[ow] = 0
+
+
+@numba.njit(cache=True)
+def col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, out):
+    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that im2col read from there."""
+    N, C, H, W = out.shape
+    OH, OW = cols.shape[2], cols.shape[3]
+    for n in range(N):
+        for c in range(C):
+            for h in range(H):
+                for w in range(W):
+                    out[n, c, h, w] = 0
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                off = j * dw - pw
+                lo = 0
+                while lo < OW and lo * sw + off < 0:
+                    lo += 1
+                hi = OW
+                while hi > lo and (hi - 1) * sw + off >= W:
+                    hi -= 1
+                for n in range(N):
+                    for oh in range(OH):
+                        h = oh * sh - ph + i * dh
+                        if h < 0 or h >= H:
+                            continue
+                        src = cols[row, n, oh]
+                        dst = out[n, c, h]
+                        for ow in range(lo, hi):
+                            dst[ow * sw + off] += src[ow]
+
+
+def conv_out_size(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def columns(x, kh, kw, stride, padding, dilation, OH, OW):
+    """im2col of a contiguous (N, C, H, W) array into a fresh (C*kh*kw, N, OH, OW) array."""
+    N, C = x.shape[:2]
+    cols = np.empty((C * kh * kw, N, OH, OW), x.dtype)
+    im2col(np.ascontiguousarray(x), kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0],
+           dilation[1], OH, OW, cols)
+    return cols
+
+
+def conv2d_forward(x, w, stride, padding, dilation, groups):
+    N, C, H, W = x.shape
+    O, Cg, kh, kw = w.shape
+    OH = conv_out_size(H, kh, stride[0], padding[0], dilation[0])
+    OW = conv_out_size(W, kw, stride[1], padding[1], dilation[1])
+    cols = columns(x, kh, kw, stride, padding, dilation, OH, OW).reshape(groups, Cg * kh * kw, N * OH * OW)
+    out = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)          # (g, Og, N*OH*OW)
+    return np.ascontiguousarray(out.reshape(O, N, OH, OW).transpose(1, 0, 2, 3))
+
+
+def _grouped_grad(g, groups):
+    N, O, OH, OW = g.shape
+    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, O // groups, N * OH * OW)
+
+
+def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
+    N, C, H, W = input_shape
+    O, Cg, kh, kw = w.shape
+    OH, OW = g.shape[2], g.shape[3]
+    wt = w.reshape(groups, O // groups, Cg * kh * kw).transpose(0, 2, 1)         # (g, K, Og)
+    cols = np.matmul(wt, _grouped_grad(g, groups)).reshape(C * kh * kw, N, OH, OW)
+    out = np.empty(input_shape, np.result_type(g.dtype, w.dtype))
+    col2im(cols, kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out)
+    return out
+
+
+def conv2d_weight_grad(x, g, weight_shape, stride, padding, dilation, groups):
+    N, C = x.shape[:2]
+    O, Cg, kh, kw = weight_shape
+    OH, OW = g.shape[2], g.shape[3]
+    cols = columns(x, kh, kw, stride, padding, dilation, OH, OW).reshape(groups, Cg * kh * kw, N * OH * OW)
+    dw = np.matmul(_grouped_grad(g, groups), cols.transpose(0, 2, 1))            # (g, Og, K)
+    return dw.reshape(weight_shape)
