@@ -28,6 +28,7 @@ def partition(joint, n_fwd_out, n_ct):
             need(i)
     for o in joint.outputs[n_fwd_out:]:
         need(o)
+    bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, set(joint.inputs[:len(joint.inputs) - n_ct]))
 
     fwd = Graph()
     m = {}
@@ -61,3 +62,36 @@ def _copy(joint, g, nodes, m):
     for v, a in joint.consts.items():   # constants that are outputs themselves
         if v not in m and any(o is v for o in joint.outputs):
             m[v] = g.add_const(a)
+
+
+def _nbytes(v):
+    n = v.dtype.itemsize
+    for s in v.shape:
+        n *= s
+    return n
+
+
+def rematerialize(joint, bwd_nodes, saved, free):
+    """Recompute cheap elementwise values in the backward instead of saving them, when everything they
+    are computed from is saved anyway or is a forward input (held by the caller): fewer bytes kept alive
+    between forward and backward, one more pass of elementwise work (which fusion absorbs)."""
+    order = {id(n): k for k, n in enumerate(joint.nodes)}
+    saved = list(saved)
+    bwd = list(bwd_nodes)
+    changed = True
+    while changed:
+        changed = False
+        have = set(saved) | free | set(joint.consts)
+        for v in list(saved):
+            n = v.producer
+            if n is None or n.op.kind != "elementwise" or n.op.random or n.op.nout != 1:
+                continue
+            ins = [i for i in n.inputs if isinstance(i, Value)]
+            extra = [i for i in ins if i not in saved and i not in joint.consts]
+            if all(i in have for i in ins) and _nbytes(v) > sum(_nbytes(i) for i in extra if i not in free):
+                saved.remove(v)
+                saved.extend(i for i in extra if i not in saved)
+                bwd.append(n)
+                changed = True
+    bwd.sort(key=lambda n: order[id(n)])
+    return bwd, saved
