@@ -221,11 +221,11 @@ class TracedFunction:
         return self._run(e, e.resolve(leaves)[0])
 
     # ------------------------------------------------------------------ tracing + compiling
-    def _why(self, key):
+    def _why(self, key, leaves):
         if not self.cache:
             return "first call"
         if key in self.cache:
-            return "a guard failed"
+            return self.cache[key][-1].check(leaves)[0] or "a guard failed"
         old = self._last_sig
         if old is None:
             return "new signature"
@@ -241,9 +241,9 @@ class TracedFunction:
         if n_entries >= self.max_cache_size:
             raise TraceError(f"{self.__name__}: {n_entries} compiled signatures reached the cache limit "
                              f"(tracejit.config.cache_size_limit = {self.max_cache_size}). The function is being "
-                             f"retraced for every new shape or static value: {self._why(key)}. Pad inputs to a few "
+                             f"retraced for every new shape or static value: {self._why(key, leaves)}. Pad inputs to a few "
                              f"fixed shapes, stop passing changing Python values, or raise the limit.")
-        log.info("tracejit: tracing %s (%s)", self.__name__, self._why(key))
+        log.info("tracejit: tracing %s (%s)", self.__name__, self._why(key, leaves))
         t0 = time.perf_counter()
         entry = build_entry(self.fn, args, kwargs, leaves, self.backend_name)
         entry.compile_time = time.perf_counter() - t0
