@@ -123,6 +123,8 @@ def format_graph(g, title=None):
         lines.append(f"  %{v.id}:{v.type_str} = const {body}")
     for n in g.nodes:
         lines.append("  " + format_node(n))
+        if n.op.kind == "fused":                     # the fused group's body, indented under it
+            lines.extend("      | " + format_node(m) for m in n.attrs["body"].nodes)
     outs = ", ".join(f"%{v.id}" if isinstance(v, Value) else repr(v) for v in g.outputs)
     lines.append(f"  return {outs}")
     lines.append("}")

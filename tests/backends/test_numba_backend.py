@@ -1,0 +1,200 @@
+"""The numba CPU backend against the reference interpreter: fusion, generated kernels, executor, disk cache."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tracejit
+import tracejit.nn.functional as F
+from tracejit.passes.fusion import fusion, fused_nodes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory, monkeypatch):
+    # one cache folder for the whole module: kernels compiled by one test are reused by the next
+    d = os.environ.get("TJ_TEST_CACHE") or str(tmp_path_factory.getbasetemp() / "tjcache")
+    os.environ["TJ_TEST_CACHE"] = d
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", d)
+
+
+def both(fn, *args):
+    a = tracejit.trace(fn, backend="numba")(*args)
+    b = tracejit.trace(fn, backend="interpreter")(*args)
+    return a, b
+
+
+def assert_same(a, b, tol=1e-5):
+    a, b = np.asarray(a.detach()), np.asarray(b.detach())
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, a.dtype, b.shape, b.dtype)
+    if a.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, equal_nan=True)
+
+
+UNARY = [tracejit.exp, tracejit.tanh, tracejit.sigmoid, tracejit.relu, tracejit.abs, tracejit.neg,
+         lambda x: tracejit.log(tracejit.abs(x) + 1), lambda x: tracejit.sqrt(tracejit.abs(x)), tracejit.sin,
+         tracejit.erf, tracejit.floor, lambda x: tracejit.clamp(x, -0.5, 0.7), lambda x: F.gelu(x),
+         lambda x: F.softplus(x), lambda x: tracejit.expm1(x * 0.1), lambda x: F.leaky_relu(x, 0.1)]
+BINARY = [lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / (tracejit.abs(b) + 1),
+          tracejit.maximum, tracejit.minimum, lambda a, b: tracejit.where(a > b, a, b * 2),
+          lambda a, b: a * 0.5 + b, lambda a, b: 2 - a]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_random_elementwise_chains_with_broadcasting(seed, dtype):
+    rng = np.random.default_rng(seed)
+    shapes = [(4, 5), (5,), (4, 1), (1, 5), ()]
+
+    def fn(x, y, z):
+        vals = [x, y, z]
+        for k in range(10):
+            if rng.random() < 0.4:
+                v = UNARY[rng.integers(len(UNARY))](vals[rng.integers(len(vals))])
+            else:
+                v = BINARY[rng.integers(len(BINARY))](vals[rng.integers(len(vals))], vals[rng.integers(len(vals))])
+            vals.append(v)
+        return vals[-1] + vals[-2] * vals[-3], vals[-4]
+
+    args = [tracejit.tensor(rng.standard_normal(shapes[i]).astype(dtype)) for i in rng.choice(4, 3)]
+    args[0] = tracejit.tensor(rng.standard_normal((4, 5)).astype(dtype))
+    rng_state = rng.bit_generator.state
+    a = tracejit.trace(fn, backend="numba")(*args)
+    rng.bit_generator.state = rng_state
+    b = tracejit.trace(fn, backend="interpreter")(*args)
+    for p, q in zip(a, b):
+        assert_same(p, q, 1e-5 if dtype == "float32" else 1e-12)
+
+
+def test_mixed_dtypes_ints_bools_and_casts():
+    def fn(i, x, m):
+        a = i * 3 + 1                 # int64 stays int64
+        b = a // 2 - (a % 5)          # integer division and remainder
+        c = x * i + 0.25              # int * float32 -> float32
+        d = tracejit.where(m, c, -c)  # bool condition
+        e = (x > 0.1) & m             # bool result
+        f = d.to(tracejit.float64) * 1.5
+        return b, c, d, e, f, (i / 3)  # int / int -> float
+
+    i = tracejit.tensor(np.arange(-6, 6).reshape(3, 4))
+    x = tracejit.randn(3, 4)
+    m = tracejit.tensor(np.array([True, False, True, True]))
+    for p, q in zip(*both(fn, i, x, m)):
+        assert_same(p, q)
+
+
+def test_nan_and_inf_propagate_like_numpy():
+    def fn(x, y):
+        return tracejit.maximum(x, y), tracejit.minimum(x, y), tracejit.relu(x), tracejit.exp(x), tracejit.tanh(y)
+
+    x = tracejit.tensor(np.array([np.nan, 1.0, -np.inf, np.inf, 0.0, 100.0], np.float32))
+    y = tracejit.tensor(np.array([0.0, np.nan, 1.0, -np.inf, -0.0, -100.0], np.float32))
+    for p, q in zip(*both(fn, x, y)):
+        assert_same(p, q)
+
+
+def chain(x, w, b):
+    return tracejit.tanh(x * w + b) * tracejit.sigmoid(x) + 0.5 * x * x
+
+
+def test_fused_chain_is_one_kernel_and_readable():
+    x, w, b = tracejit.randn(16, 8), tracejit.randn(16, 8), tracejit.randn(8)
+    tf = tracejit.trace(chain, backend="numba")
+    y = tf(x, w, b)
+    assert_same(y, chain(x, w, b))
+    compiled = tf.graph(x, w, b).entry.fwd_fn
+    g = compiled.graph
+    assert len(g.nodes) == 1 and len(fused_nodes(g)) == 1
+    text = str(g)
+    assert "fused_0" in text and "| " in text and "tanh" in text
+    src = compiled.source()
+    assert "tanh(" in src and "np.float32(0.5)" in src and "@numba.njit" in src
+
+
+def test_multi_output_fusion_and_convexity():
+    def fn(x, y):
+        a = x * y
+        s = (a * 2).sum()           # a reduction between two elementwise parts
+        return tracejit.exp(a) + s, a.sum(), tracejit.relu(x) - y
+
+    x, y = tracejit.randn(6, 3), tracejit.randn(6, 3)
+    tf = tracejit.trace(fn, backend="numba")
+    for p, q in zip(tf(x, y), fn(x, y)):
+        assert_same(p, q)
+    g = tf.graph(x, y).entry.fwd_fn.graph
+    assert any(n.op.nout > 1 for n in fused_nodes(g))
+
+
+def test_mlp_forward_backward_matches_interpreter():
+    tracejit.manual_seed(0)
+    W1, b1 = tracejit.randn(8, 16) * 0.3, tracejit.zeros(16)
+    W2, b2 = tracejit.randn(16, 4) * 0.3, tracejit.zeros(4)
+    x, y = tracejit.randn(32, 8), tracejit.randint(0, 4, (32,))
+
+    def loss_fn(w1, c1, w2, c2, x, y):
+        h = F.gelu(x @ w1 + c1) * tracejit.sigmoid(x @ w1)
+        return F.cross_entropy(F.relu(h) @ w2 + c2, y)
+
+    res = {}
+    for be in ("numba", "interpreter"):
+        ps = [p.clone().requires_grad_() for p in (W1, b1, W2, b2)]
+        loss = tracejit.trace(loss_fn, backend=be)(*ps, x, y)
+        loss.backward()
+        res[be] = [loss] + [p.grad for p in ps]
+    for p, q in zip(res["numba"], res["interpreter"]):
+        assert_same(p, q)
+
+
+def test_intermediate_buffers_are_reused_but_outputs_are_fresh():
+    def fn(x):
+        a = tracejit.exp(x)
+        return (a.sum(0) * 2).reshape(-1), a.reshape(-1) * 1
+
+    tf = tracejit.trace(fn, backend="numba")
+    x1, x2 = tracejit.randn(4, 3), tracejit.randn(4, 3)
+    r1 = [t.numpy().copy() for t in tf(x1)]
+    keep = tf(x1)
+    tf(x2)
+    for p, q in zip(keep, r1):
+        np.testing.assert_array_equal(p.numpy(), q)
+
+
+def test_compile_error_names_the_kernel_and_offers_the_interpreter():
+    from tracejit.backends.numba_cpu import KernelCompileError
+    x = tracejit.randn(3)
+    tf = tracejit.trace(lambda x: tracejit.exp(x) + 1, backend="numba")
+    g = tracejit.trace(lambda x: tracejit.exp(x) + 1, backend="interpreter").graph(x).forward
+    fg = fusion(g)
+    node = fused_nodes(fg)[0]
+    node.attrs["body"].nodes[0].op = type(node.op)("broken", None, None, kind="elementwise", expr="no_such_fn({0})")
+    from tracejit.backends.numba_cpu.executor import CompiledGraph
+    with pytest.raises(KernelCompileError) as ei:
+        CompiledGraph(fg)
+    msg = str(ei.value)
+    assert "fused_0" in msg and "interpreter" in msg
+    assert "Traceback" not in msg
+    assert tf(x) is not None
+
+
+def test_second_process_compiles_nothing(tmp_path):
+    script = textwrap.dedent("""
+        import json, numpy as np, tracejit
+        from tracejit.backends.numba_cpu.executor import compile_stats
+        def chain(x, w, b):
+            return tracejit.tanh(x * w + b) * tracejit.sigmoid(x) + 0.5 * x * x
+        x, w, b = tracejit.randn(16, 8), tracejit.randn(16, 8), tracejit.randn(8)
+        tracejit.trace(chain, backend="numba")(x, w, b)
+        print(json.dumps(compile_stats()))
+    """)
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+    import json
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                      check=True, cwd=ROOT).stdout.strip().splitlines()[-1]) for _ in range(2)]
+    assert runs[0]["compiled"] >= 1
+    assert runs[1]["compiled"] == 0 and runs[1]["loaded"] >= 1

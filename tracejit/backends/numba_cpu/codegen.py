@@ -1,0 +1,212 @@
+"""Python source for one fused node: the registry's `expr` templates inlined into one loop.
+
+Every operand of an op is first cast to the op's compute dtype (what the numpy implementation casts to),
+constants are typed module globals (`C0 = np.float32(0.5)`: a bare float literal would promote float32
+work to float64), and each value is computed once per element. Layout:
+
+- all operands have the output's shape (or one element): one flat loop over C-contiguous 1-D arrays
+  (the host passes `a.reshape(-1)`), so signatures stay canonical and numba compiles each kernel once;
+- otherwise nested loops over the output's dims with element strides (0 on broadcast dims) passed as ints.
+
+Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs; numba compiles a variant
+only when it is first called).
+"""
+import re
+
+import numpy as np
+
+from ... import _dtype as D
+from ...ir.graph import Value
+
+PAR_MIN = 1 << 20            # elements from which the prange variant is used
+_FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
+_LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
+_INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
+
+
+def _npname(dt):
+    return "bool_" if dt.np == np.bool_ else dt.np.name
+
+
+def _cast(expr, src, dst):
+    if src is dst or src.np == dst.np:
+        return expr
+    return f"np.{_npname(dst)}({expr})"
+
+
+def _operand_dtypes(node):
+    """(dtypes the operands are cast to, dtype of the expression's result)."""
+    op, out = node.op, node.outputs[0].dtype
+    ins = node.inputs
+    if op.name in _LOGICAL:
+        return [D.bool_] * len(ins), D.bool_
+    if op.name == "cast":
+        return [ins[0].dtype], ins[0].dtype
+    if op.name == "where":
+        return [D.bool_] + [out] * (len(ins) - 1), out
+    rule = op.dtype_rule
+    if rule == "bool":
+        c = D.result_type(*ins)
+        return [c] * len(ins), D.bool_
+    if rule == "same":
+        c = ins[0].dtype if isinstance(ins[0], Value) else out
+        return [c] * len(ins), c
+    return [out] * len(ins), out
+
+
+class KernelSource:
+    """Source text plus what the host needs to call it."""
+
+    def __init__(self, name, source, mode, in_kinds, extra_args, size):
+        self.name = name
+        self.source = source
+        self.mode = mode              # "flat" or "nd"
+        self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast"
+        self.extra_args = extra_args  # ints appended to each call (dims and strides)
+        self.size = size
+
+    def __str__(self):
+        return self.source
+
+
+def generate(node, name, fastmath=False):
+    body = node.attrs["body"]
+    ins, outs = node.inputs, node.outputs
+    shape = outs[0].shape
+    size = int(np.prod(shape, dtype=np.int64))
+    consts = {}
+
+    def const(value, dt):
+        if dt.np == np.bool_:
+            return "True" if value else "False"
+        key = (repr(value), dt.np.name)
+        if key not in consts:
+            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({value!r})")
+        return consts[key][0]
+
+    in_kinds = []
+    for v in ins:
+        n = int(np.prod(v.shape, dtype=np.int64))
+        if tuple(v.shape) == tuple(shape):
+            in_kinds.append("full")
+        elif n == 1:
+            in_kinds.append("scalar")
+        else:
+            in_kinds.append("bcast")
+    mode = "nd" if "bcast" in in_kinds else "flat"
+
+    names = {id(v): f"x{j}" for j, v in enumerate(ins)}
+    dtypes = {id(v): v.dtype for v in ins}
+    stmts = []
+    for nd in body.nodes:
+        cdts, rdt = _operand_dtypes(nd)
+        args = []
+        for x, cdt in zip(nd.inputs, cdts):
+            if isinstance(x, Value):
+                args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
+            elif x is None:
+                args.append("None")
+            else:
+                args.append(const(x, cdt))
+        op = nd.op
+        cdt0 = cdts[0] if cdts else rdt
+        if op.name == "cast" or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
+            expr = "{0}"
+        else:
+            expr = op.expr
+        # float literals inside templates become typed constants of the compute dtype
+        if cdt0.is_floating_point:
+            expr = _FLOAT_LIT.sub(lambda m: const(float(m.group(1)), cdt0), expr)
+        attrs = {}
+        for k, a in nd.attrs.items():
+            if a is None:
+                attrs[k] = "None"
+            elif isinstance(a, bool) or isinstance(a, str):
+                attrs[k] = str(a)
+            elif isinstance(a, (int, float)) and k != "decimals":
+                attrs[k] = const(a, cdt0 if cdt0.np.kind != "b" else D.float32)
+            else:
+                attrs[k] = repr(a)
+        text = expr.format(*args, **attrs)
+        o = nd.outputs[0]
+        text = _cast(text, rdt, o.dtype)
+        nm = f"v{o.id}"
+        names[id(o)] = nm
+        dtypes[id(o)] = o.dtype
+        stmts.append(f"{nm} = {text}    # {op.name}")
+    stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs)]
+
+    in_args = [f"in{j}" for j in range(len(ins))]
+    out_args = [f"out{k}" for k in range(len(outs))]
+    r = len(shape)
+    extra_names, extra_args = [], []
+    if mode == "nd":
+        extra_names += [f"d{a}" for a in range(r)]
+        extra_args += list(shape)
+        for j, (v, kind) in enumerate(zip(ins, in_kinds)):
+            if kind != "bcast":
+                continue
+            vs = (1,) * (r - v.ndim) + tuple(v.shape)
+            st, acc = [0] * r, 1
+            for a in range(r - 1, -1, -1):
+                st[a] = 0 if vs[a] == 1 else acc
+                acc *= vs[a]
+            extra_names += [f"s{j}_{a}" for a in range(r)]
+            extra_args += st
+    sig = ", ".join(in_args + out_args + extra_names)
+
+    def kernel_fn(fname, rng, flags):
+        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"]
+        for j, kind in enumerate(in_kinds):
+            if kind == "scalar":
+                lines.append(f"    x{j} = in{j}[0]")
+        inner = []
+        for j, kind in enumerate(in_kinds):
+            if kind == "full":
+                inner.append(f"x{j} = in{j}[i]")
+            elif kind == "bcast":
+                inner.append(f"x{j} = in{j}[p{j}_{r - 1}]")
+        inner += stmts + stores
+        if mode == "flat":
+            lines.append(f"    for i in {rng}(out0.size):")
+            ind = "        "
+        else:
+            ind = "    "
+            for a in range(r):
+                lines.append(f"{ind}for i{a} in {rng if a == 0 else 'range'}(d{a}):")
+                ind += "    "
+                lines.append(f"{ind}o{a} = " + (f"o{a - 1} * d{a} + i{a}" if a else "i0"))
+                for j, kind in enumerate(in_kinds):
+                    if kind == "bcast":
+                        prev = f"p{j}_{a - 1} + " if a else ""
+                        lines.append(f"{ind}p{j}_{a} = {prev}i{a} * s{j}_{a}")
+            lines.append(f"{ind}i = o{r - 1}")
+        lines += [ind + s for s in inner]
+        return "\n".join(lines)
+
+    fm = ", fastmath=True" if fastmath else ""
+    base = f"cache=True, nogil=True, error_model='numpy'{fm}"
+    header = [f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+              f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop",
+              "# generated from:"]
+    header += ["#   " + line for line in _body_lines(node)]
+    src = "\n".join(header + [
+        "import numpy as np",
+        "import numba",
+        "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
+        "",
+    ] + [f"{n} = {v}" for n, v in consts.values()] + [
+        "",
+        "",
+        kernel_fn("kernel", "range", base),
+        "",
+        "",
+        kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"),
+        "",
+    ])
+    return KernelSource(name, src, mode, in_kinds, tuple(extra_args), size)
+
+
+def _body_lines(node):
+    from ...ir.graph import format_node
+    return [format_node(m) for m in node.attrs["body"].nodes]

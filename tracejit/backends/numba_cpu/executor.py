@@ -1,0 +1,184 @@
+"""Runs a fused graph: a precomputed plan of closures over a flat list of slots.
+
+Fused nodes call their generated numba kernels; every other node (matmul -> numpy BLAS, reductions,
+indexing, random...) runs with its registry `impl`. Kernel outputs that are not returned to the caller
+live in buffers allocated once per compiled graph and reused by every call; outputs returned to the
+caller are allocated fresh each call (the caller may keep them). If a returned value turns out to be a
+view of a reused buffer (a reshape of an intermediate, say), it is copied before it is returned.
+"""
+import numpy as np
+
+from ...ir.graph import Value
+from .codegen import PAR_MIN, generate
+from . import _cache
+
+
+class CompiledGraph:
+    def __init__(self, graph, fastmath=False):
+        self.graph = graph
+        self.kernels = []          # (name, KernelSource, dispatcher)
+        slot = {}
+
+        def slot_of(v):
+            if id(v) not in slot:
+                slot[id(v)] = len(slot)
+            return slot[id(v)]
+
+        in_slots = [slot_of(v) for v in graph.inputs]
+        template_items = [(slot_of(v), a) for v, a in graph.consts.items()]
+        for n in graph.nodes:
+            for o in n.outputs:
+                slot_of(o)
+        out_vals = [v for v in graph.outputs]
+        returned = set(id(v) for v in out_vals if isinstance(v, Value))
+        self._bufs = set()
+        steps = []
+        for n in graph.nodes:
+            if n.op.kind == "fused":
+                steps.append(self._fused_step(n, slot, returned, fastmath))
+            else:
+                steps.append(_impl_step(n, slot))
+        self._steps = steps
+        self._template = [None] * len(slot)
+        for s, a in template_items:
+            self._template[s] = a
+        self._in_slots = in_slots
+        outs = []
+        for v in out_vals:
+            if isinstance(v, Value):
+                outs.append((True, slot[id(v)], v.producer is not None and v.producer.op.kind != "fused"))
+            else:
+                outs.append((False, v, False))
+        self._outs = outs
+        self._check_alias = bool(self._bufs) and any(c for _, _, c in outs)
+
+    def _fused_step(self, n, slot, returned, fastmath):
+        k = len(self.kernels)
+        ks = generate(n, f"fused_{k}", fastmath)
+        mod = _cache.load_module(ks.source, "kernel")
+        disp = mod.kernel_par if ks.size >= PAR_MIN else mod.kernel
+        name = n.op.name
+        self.kernels.append((name, ks, disp))
+        in_slots = [slot[id(v)] for v in n.inputs]
+        out_slots = [slot[id(o)] for o in n.outputs]
+        extra = ks.extra_args
+        size = ks.size
+        # outputs: reused buffers (intermediates) or fresh arrays (returned to the caller)
+        fixed = []
+        for o in n.outputs:
+            if id(o) in returned:
+                fixed.append(None)
+            else:
+                buf = np.empty(size, o.dtype.np)
+                self._bufs.add(id(buf))
+                fixed.append((buf, buf.reshape(o.shape)))
+        specs = [(o.dtype.np, o.shape) for o in n.outputs]
+        _warm(name, disp, n, ks)
+
+        if len(n.outputs) == 1 and fixed[0] is not None:
+            (flat, view), = fixed
+            o0 = out_slots[0]
+
+            def step(env):
+                try:
+                    disp(*[env[s].reshape(-1) for s in in_slots], flat, *extra)
+                except Exception as e:
+                    raise _kernel_error(name, e) from None
+                env[o0] = view
+            return step
+
+        def step(env):
+            flats = []
+            for s, f, (dt, shp) in zip(out_slots, fixed, specs):
+                if f is None:
+                    a = np.empty(shp, dt)
+                    env[s] = a
+                    flats.append(a.reshape(-1))
+                else:
+                    env[s] = f[1]
+                    flats.append(f[0])
+            try:
+                disp(*[env[s].reshape(-1) for s in in_slots], *flats, *extra)
+            except Exception as e:
+                raise _kernel_error(name, e) from None
+        return step
+
+    def __call__(self, arrays):
+        env = self._template.copy()
+        for s, a in zip(self._in_slots, arrays):
+            env[s] = a
+        for step in self._steps:
+            step(env)
+        res = [env[x] if is_slot else x for is_slot, x, _ in self._outs]
+        if self._check_alias:
+            bufs = self._bufs
+            for j, (is_slot, _, check) in enumerate(self._outs):
+                if check:
+                    b = res[j]
+                    while isinstance(b, np.ndarray):
+                        if id(b) in bufs:
+                            res[j] = res[j].copy()
+                            break
+                        b = b.base
+        return res
+
+    def source(self):
+        """The generated source of every kernel, for reading."""
+        return "\n\n".join(ks.source for _, ks, _ in self.kernels)
+
+
+def _impl_step(n, slot):
+    impl, attrs = n.op.impl, n.attrs
+    args = [(True, slot[id(i)]) if isinstance(i, Value) else (False, i) for i in n.inputs]
+    outs = [slot[id(o)] for o in n.outputs]
+    if n.op.nout == 1:
+        o0 = outs[0]
+        if all(a[0] for a in args):
+            ss = [a[1] for a in args]
+            if attrs:
+                def step(env):
+                    env[o0] = impl(*[env[s] for s in ss], **attrs)
+            else:
+                def step(env):
+                    env[o0] = impl(*[env[s] for s in ss])
+            return step
+
+        def step(env):
+            env[o0] = impl(*[env[x] if isv else x for isv, x in args], **attrs)
+        return step
+
+    def step(env):
+        res = impl(*[env[x] if isv else x for isv, x in args], **attrs)
+        for s, r in zip(outs, res):
+            env[s] = r
+    return step
+
+
+def _warm(name, disp, n, ks):
+    """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
+    args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(1, o.dtype.np) for o in n.outputs]
+    extra = [1] * len(ks.extra_args)
+    fresh = not disp.signatures
+    try:
+        disp(*args, *extra)
+    except Exception as e:
+        raise _kernel_error(name, e) from None
+    if fresh:
+        st = disp.stats
+        _STATS["compiled"] += sum(st.cache_misses.values())
+        _STATS["loaded"] += sum(st.cache_hits.values())
+
+
+_STATS = {"compiled": 0, "loaded": 0}
+
+
+def compile_stats():
+    """Kernels numba compiled in this process, and kernels it loaded from the disk cache."""
+    return dict(_STATS)
+
+
+def _kernel_error(name, e):
+    first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return _cache.KernelCompileError(
+        f"tracejit: the numba kernel {name} failed ({type(e).__name__}: {first}). This is a tracejit bug; "
+        f"please report it. To run this function anyway, use @tracejit.trace(..., backend=\"interpreter\").")

@@ -1,0 +1,203 @@
+"""The scalar math runtime of generated kernels: every name an op's `expr` template calls.
+
+Generated kernel modules do `from tracejit.backends.numba_cpu.rt import *`. Each helper follows numpy's
+semantics for the argument types the code generator passes (it casts the operands of each op to the op's
+compute dtype first), and keeps float32 in float32: typed constants (`T(0.5)`, T the numba type of the
+argument) instead of bare float literals, which would promote to float64. The transcendental functions
+come from `kernels.cpu.vmath` (polynomial, vectorizable: the pip numba has no SVML, and a libm call in the
+loop blocks SIMD of the whole fused loop).
+"""
+import math
+
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from kernels.cpu import vmath
+
+_OPTS = dict(forceinline=True, error_model="numpy")
+
+# vectorizable, numpy-exact-enough transcendental functions
+exp = vmath.vexp
+expm1 = vmath.vexpm1
+log = vmath.vlog
+log1p = vmath.vlog1p
+tanh = vmath.vtanh
+sigmoid = vmath.vsigmoid
+erf = vmath.verf
+maximum = vmath.vmaximum
+minimum = vmath.vminimum
+
+# numpy ufuncs on scalars (numba keeps float32 as float32 for these)
+exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
+sin, cos, tan, asin, acos, atan = np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan
+sinh, cosh, atan2 = np.sinh, np.cosh, np.arctan2
+floor, ceil, trunc, sign, signbit = np.floor, np.ceil, np.trunc, np.sign, np.signbit
+isnan, isinf, isfinite = np.isnan, np.isinf, np.isfinite
+fmax, fmin, fmod = np.fmax, np.fmin, np.fmod
+
+INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+SQRT_2_PI = math.sqrt(2.0 / math.pi)
+
+__all__ = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
+           "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
+           "trunc", "sign", "signbit", "isnan", "isinf", "isfinite", "fmax", "fmin", "fmod", "relu", "pow_",
+           "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp"]
+
+
+# Python stubs; numba uses the overloads below
+def relu(x):
+    raise NotImplementedError
+
+
+def pow_(x, y):
+    raise NotImplementedError
+
+
+def remainder(x, y):
+    raise NotImplementedError
+
+
+def floor_divide(x, y):
+    raise NotImplementedError
+
+
+def round_(x, decimals):
+    raise NotImplementedError
+
+
+def gelu_none(x):
+    raise NotImplementedError
+
+
+def gelu_tanh(x):
+    raise NotImplementedError
+
+
+def softplus(x, beta, threshold):
+    raise NotImplementedError
+
+
+def clamp(x, lo, hi):
+    raise NotImplementedError
+
+
+@overload(relu, jit_options=_OPTS)
+def _relu(x):
+    T = x
+
+    def impl(x):
+        z = T(0)
+        return x if (x > z or x != x) else z
+    return impl
+
+
+@overload(pow_, jit_options=_OPTS)
+def _pow(x, y):
+    if isinstance(x, types.Integer) and isinstance(y, types.Integer):
+        T = x
+
+        def ipow(x, y):
+            if y < 0:       # numpy raises; the interpreter is the place for that
+                return T(1) if x == 1 else (T(0) if x != -1 else (T(1) if y % 2 == 0 else T(-1)))
+            r = T(1)
+            b = x
+            e = y
+            while e:
+                if e & 1:
+                    r = r * b
+                b = b * b
+                e >>= 1
+            return r
+        return ipow
+
+    def fpow(x, y):
+        return x ** y
+    return fpow
+
+
+@overload(remainder, jit_options=_OPTS)
+def _remainder(x, y):
+    if isinstance(x, types.Integer):
+        T = x
+
+        def irem(x, y):
+            if y == 0:
+                return T(0)
+            r = x % y
+            return r
+        return irem
+
+    def frem(x, y):
+        return np.remainder(x, y)
+    return frem
+
+
+@overload(floor_divide, jit_options=_OPTS)
+def _floor_divide(x, y):
+    if isinstance(x, types.Integer):
+        T = x
+
+        def idiv(x, y):
+            if y == 0:
+                return T(0)
+            return x // y
+        return idiv
+
+    def fdiv(x, y):
+        return np.floor_divide(x, y)
+    return fdiv
+
+
+@overload(round_, jit_options=_OPTS)
+def _round(x, decimals):
+    if isinstance(x, types.Integer):
+        return lambda x, decimals: x
+
+    def impl(x, decimals):
+        return np.rint(x)
+    return impl
+
+
+@overload(gelu_none, jit_options=_OPTS)
+def _gelu_none(x):
+    T = x
+
+    def impl(x):
+        return T(0.5) * x * (T(1) + vmath.verf(x * T(INV_SQRT_2)))
+    return impl
+
+
+@overload(gelu_tanh, jit_options=_OPTS)
+def _gelu_tanh(x):
+    T = x
+
+    def impl(x):
+        return T(0.5) * x * (T(1) + vmath.vtanh(T(SQRT_2_PI) * (x + T(0.044715) * x * x * x)))
+    return impl
+
+
+@overload(softplus, jit_options=_OPTS)
+def _softplus(x, beta, threshold):
+    T = x
+
+    def impl(x, beta, threshold):
+        bx = x * beta
+        if bx > threshold:
+            return x
+        # logaddexp(bx, 0) = max(bx, 0) + log1p(exp(-|bx|)), like numpy
+        return (vmath.vmaximum(bx, T(0)) + vmath.vlog1p(vmath.vexp(-abs(bx)))) / beta
+    return impl
+
+
+@overload(clamp, jit_options=_OPTS)
+def _clamp(x, lo, hi):
+    lo_none = isinstance(lo, (types.NoneType, types.Omitted)) or lo is None
+    hi_none = isinstance(hi, (types.NoneType, types.Omitted)) or hi is None
+    if lo_none and hi_none:
+        return lambda x, lo, hi: x
+    if lo_none:
+        return lambda x, lo, hi: vmath.vminimum(x, hi)
+    if hi_none:
+        return lambda x, lo, hi: vmath.vmaximum(x, lo)
+    return lambda x, lo, hi: vmath.vminimum(vmath.vmaximum(x, lo), hi)
