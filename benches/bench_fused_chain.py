@@ -1,0 +1,90 @@
+"""Fused elementwise chain tanh(x*w+b)*sigmoid(x)+0.5*x*x, float32, at 4M and 16M elements.
+
+Systems: numpy, tracejit eager, tracejit traced (numba backend), torch eager and torch.compile (where they
+work here). All systems are first checked to compute the same numbers; then each is timed (median of
+repeated runs, interleaved rounds) and compared as a ratio to the traced tracejit in the same run.
+
+    python benches/bench_fused_chain.py [--sizes 4M,16M] [--repeat 15]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import tracejit  # noqa: E402
+
+
+def np_chain(x, w, b):
+    return np.tanh(x * w + b) * (1 / (1 + np.exp(-x))) + np.float32(0.5) * x * x
+
+
+def tj_chain(x, w, b):
+    return tracejit.tanh(x * w + b) * tracejit.sigmoid(x) + 0.5 * x * x
+
+
+def systems(n):
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    out = {"numpy": lambda: np_chain(x, w, b)}
+    tx, tw, tb = (tracejit.tensor(a) for a in (x, w, b))
+    out["tracejit eager"] = lambda: tj_chain(tx, tw, tb).numpy()
+    traced = tracejit.trace(tj_chain, backend="numba")
+    out["tracejit traced (numba)"] = lambda: traced(tx, tw, tb).numpy()
+    notes = []
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count() or 1)
+        px, pw, pb = (torch.from_numpy(a) for a in (x, w, b))
+
+        def t_chain(x, w, b):
+            return torch.tanh(x * w + b) * torch.sigmoid(x) + 0.5 * x * x
+        out["torch eager"] = lambda: t_chain(px, pw, pb).numpy()
+        try:
+            tc = torch.compile(t_chain)
+            tc(px, pw, pb)
+            out["torch.compile"] = lambda: tc(px, pw, pb).numpy()
+        except Exception as e:  # no compiler toolchain, etc.
+            notes.append(f"torch.compile unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+    except ImportError:
+        notes.append("torch not installed")
+    return out, notes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4M,16M")
+    ap.add_argument("--repeat", type=int, default=15)
+    args = ap.parse_args()
+    for s in args.sizes.split(","):
+        n = int(float(s.rstrip("M")) * (1 << 20)) if s.endswith("M") else int(s)
+        fns, notes = systems(n)
+        ref = fns["numpy"]()
+        for name, f in fns.items():          # same numbers first (also warms every system up)
+            r = f()
+            err = float(np.max(np.abs(r.astype(np.float64) - ref)))
+            if not np.allclose(r, ref, rtol=1e-5, atol=1e-5):
+                raise SystemExit(f"{name} differs from numpy at n={n}: max abs err {err:.3g}")
+        times = {k: [] for k in fns}
+        for _ in range(args.repeat):
+            for name, f in fns.items():
+                t = time.perf_counter()
+                f()
+                times[name].append(time.perf_counter() - t)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        base = med["tracejit traced (numba)"]
+        print(f"\nn = {s} ({n} float32), median of {args.repeat}, {os.cpu_count()} cpus; all agree with numpy (1e-5)")
+        for k, v in med.items():
+            print(f"  {k:26s} {v * 1e3:9.2f} ms   {v / base:6.2f}x traced")
+        for line in notes:
+            print("  note:", line)
+
+
+if __name__ == "__main__":
+    main()
