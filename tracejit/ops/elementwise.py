@@ -133,6 +133,11 @@ def _erf_np(x):
     return erf(x)
 
 
+def _sign_np(x):
+    s = np.sign(x)
+    return np.where(np.isnan(x), x.dtype.type(0), s) if x.dtype.kind == "f" else s  # PyTorch: sign(nan) = 0
+
+
 def _pos(x):
     return x
 
@@ -167,7 +172,7 @@ UNARY = [
     ("erf", _erf_np, _g(lambda c, g: g * (2 / math.sqrt(math.pi)) * exp(-_x(c) * _x(c))), "erf({0})", "float",
      "i"),
     ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
-    ("sign", np.sign, None, "sign({0})", "same", ""),
+    ("sign", _sign_np, _g(lambda c, g: g * 0), "sign({0})", "same", ""),
     ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", ""),
     ("ceil", np.ceil, _g(lambda c, g: g * 0), "ceil({0})", "same", ""),
     ("trunc", np.trunc, _g(lambda c, g: g * 0), "trunc({0})", "same", ""),
@@ -204,8 +209,8 @@ pointwise("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.
 pointwise("clamp", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
           _g(lambda c, g: g * _in_range(_x(c), c.attrs["min"], c.attrs["max"])),
           "clamp({0}, {min}, {max})", "same", "i")
-pointwise("cast", lambda x, dtype: x.astype(dtype.np), _g(lambda c, g: g), "cast({0}, {dtype})", "same", "",
-          grad_name="ToCopyBackward0")
+defop("cast", lambda x, dtype: x.astype(dtype.np), lambda x, dtype: AVal(aval_of(x).shape, dtype), _g(lambda c, g: g),
+      kind="elementwise", expr="cast({0}, {dtype})", saves="", dtype_rule="same", grad_name="ToCopyBackward0")
 
 
 def _in_range(x, lo, hi):
@@ -263,6 +268,13 @@ def _max_vjp(c, g, lt):
     return ga, gb
 
 
+def _fmax_vjp(c, g, ge):
+    # PyTorch: a tie (or a NaN other) sends the whole gradient to the first operand
+    a, b = c.inputs
+    first = logical_or(ge(a, b), isnan(b))
+    return (where(first, g, 0.0) if _needs(c, 0) else None, where(first, 0.0, g) if _needs(c, 1) else None)
+
+
 def _atan2_vjp(c, g):
     a, b = c.inputs
     d = a * a + b * b
@@ -277,12 +289,13 @@ BINARY = [
     ("pow", np.power, _pow_vjp, "pow_({0}, {1})", "promote", "io"),
     ("maximum", np.maximum, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "maximum({0}, {1})", "promote", "i"),
     ("minimum", np.minimum, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "minimum({0}, {1})", "promote", "i"),
-    ("fmax", np.fmax, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "fmax({0}, {1})", "promote", "i"),
-    ("fmin", np.fmin, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "fmin({0}, {1})", "promote", "i"),
+    ("fmax", np.fmax, lambda c, g: _fmax_vjp(c, g, lambda x, y: x >= y), "fmax({0}, {1})", "promote", "i"),
+    ("fmin", np.fmin, lambda c, g: _fmax_vjp(c, g, lambda x, y: x <= y), "fmin({0}, {1})", "promote", "i"),
     ("remainder", np.remainder, lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})", "promote",
      "i"),
     ("fmod", np.fmod, lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i"),
-    ("floor_divide", np.floor_divide, None, "floor_divide({0}, {1})", "promote", ""),
+    # PyTorch: zero gradients for div(rounding_mode="floor") (floor_divide itself raises in backward)
+    ("floor_divide", np.floor_divide, lambda c, g: (g * 0, g * 0), "floor_divide({0}, {1})", "promote", ""),
     ("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})", "float", "i"),
     ("eq", np.equal, None, "({0} == {1})", "bool", ""),
     ("ne", np.not_equal, None, "({0} != {1})", "bool", ""),
@@ -376,6 +389,9 @@ def clamp(input, min=None, max=None):
         return out
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    dt = D.result_type(input, *[v for v in (min, max) if v is not None])
+    if dt is not input.dtype:  # an integer tensor clamped to float bounds is promoted, as in PyTorch
+        input = cast(input, dt)
     return apply(_R["clamp"], input, min=min, max=max)
 
 
@@ -462,15 +478,17 @@ def xlogy(input, other):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
-    return clamp(input, min_val, max_val)
+    # unlike clamp, PyTorch's hardtanh passes no gradient at the bounds themselves
+    return where(input <= min_val, min_val, where(input >= max_val, max_val, input))
 
 
 def relu6(input):
-    return clamp(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0)
 
 
 def hardsigmoid(input):
-    return clamp(input / 6 + 0.5, 0.0, 1.0)
+    # zero gradient at +-3 (PyTorch), which also gives hardswish PyTorch's derivative there
+    return where(input <= -3, 0.0, where(input >= 3, 1.0, input / 6 + 0.5))
 
 
 def hardswish(input):

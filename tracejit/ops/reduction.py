@@ -39,6 +39,12 @@ def _float_dtype(dt, kw):
     return dt
 
 
+def _var_dtype(dt, kw):
+    if not dt.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    return dt
+
+
 def _same(dt, kw):
     return dt
 
@@ -148,12 +154,13 @@ def _std_vjp(c, g):
     x = c.inputs[0]
     n = _count(c)
     m = mean(x, c.attrs["dims"], True)
-    return (_expand_back(g / c.out, c) * (x - m) / (n - c.attrs["correction"]),)
+    gs = where(c.out == 0, 0.0, g / c.out)  # PyTorch: zero gradient where the std is 0
+    return (_expand_back(gs, c) * (x - m) / (n - c.attrs["correction"]),)
 
 
-defop("var", _var_np, _red_meta(_float_dtype), _var_vjp, kind="reduction", saves="i")
+defop("var", _var_np, _red_meta(_var_dtype), _var_vjp, kind="reduction", saves="i")
 defop("std", lambda x, dims, keepdim, correction: np.sqrt(_var_np(x, dims, keepdim, correction)),
-      _red_meta(_float_dtype), _std_vjp, kind="reduction", saves="io")
+      _red_meta(_var_dtype), _std_vjp, kind="reduction", saves="io")
 
 
 def _lse_np(x, dims, keepdim):
@@ -336,13 +343,24 @@ def _cumsum_vjp(c, g):
 
 
 def _cumprod_vjp(c, g):
-    # sum_{j>=i} g_j * out_j / x_i  (inputs without zeros; PyTorch has a slower exact path for zeros)
+    # grad_i = sum_{j>=i} g_j * prod_{k<=j, k!=i} x_k, exact with zeros and O(n): before the first zero
+    # of a row it is revcumsum(g * out)_i / x_i; at the first zero z it is revcumsum(g * P)_z with P the
+    # cumprod of x where x_z is replaced by 1; after z every term holds x_z = 0.
     from .shape_ops import flip
     x = c.inputs[0]
     d = c.attrs["dim"]
     if not c.shapes[0]:
         return (g,)
-    return (flip(cumsum(flip(g * c.out, (d,)), d), (d,)) / x,)
+
+    def revcumsum(v):
+        return flip(cumsum(flip(v, (d,)), d), (d,))
+    zero = x == 0
+    nz = cumsum(zero, d)
+    before = nz == 0
+    first = logical_and(zero, nz == 1)
+    fast = revcumsum(g * c.out) / where(before, x, 1.0)
+    at_zero = revcumsum(g * cumprod(where(first, 1.0, x), d))
+    return (where(before, fast, where(first, at_zero, 0.0)),)
 
 
 def _scan_meta(x, dim, dtype=None):
@@ -375,6 +393,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     attrs = {"dims": _dims(input, dim), "keepdim": keepdim}
     if dtype is not None:
         attrs["dtype"] = D.to_dtype(dtype)
+    _float_dtype(input.dtype, attrs)  # eager runs no shape rule: raise its error here
     return apply(OPS["mean"], input, **attrs)
 
 
@@ -438,12 +457,14 @@ def _correction(unbiased, correction):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         unbiased, dim = dim, None
+    _var_dtype(input.dtype, {})
     return apply(OPS["var"], input, dims=_dims(input, dim), keepdim=keepdim, correction=_correction(unbiased, correction))
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         unbiased, dim = dim, None
+    _var_dtype(input.dtype, {})
     return apply(OPS["std"], input, dims=_dims(input, dim), keepdim=keepdim, correction=_correction(unbiased, correction))
 
 
@@ -505,6 +526,7 @@ def argsort(input, dim=-1, descending=False, stable=False):
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
+    _topk_meta(input, int(k), norm_dim(dim, input.ndim), largest)  # eager runs no shape rule: check k here
     v, i = apply(OPS["topk"], input, k=int(k), dim=norm_dim(dim, input.ndim), largest=largest)
     return topk_t(v, i)  # noqa: F821
 
@@ -513,7 +535,7 @@ def msort(input):
     return sort(input, 0).values
 
 
-from .elementwise import exp, where, sign, pow, isnan, logical_not, maximum, minimum  # noqa: E402
+from .elementwise import exp, where, sign, pow, isnan, logical_not, logical_and, maximum, minimum  # noqa: E402
 
 max = _max_like("max", "amax", maximum)
 min = _max_like("min", "amin", minimum)
