@@ -78,3 +78,8 @@ def compile(*a, **k):
     raise NotImplementedError("tracejit.compile does not exist: use tracejit.trace")
 from . import config
 from .tracing.trace import trace, make_graph, TracedFunction
+
+# nn/optim/data/saving (issue 5)
+from . import optim, utils
+from .serialization import save, load
+from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402

@@ -60,8 +60,13 @@ def _conv_meta(x, w, stride, padding, dilation, groups):
     return AVal((N, O, OH, OW), x.dtype)
 
 
+def _av(a):
+    return AVal(a.shape, D._FROM_NP[a.dtype])
+
+
 def _conv_impl(x, w, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv2d_forward
+    _conv_meta(_av(x), _av(w), stride, padding, dilation, groups)   # eager runs impl only: check shapes here
     dt = x.dtype
     out = conv2d_forward(_float_kernel_dtype(x), _float_kernel_dtype(w), stride, padding, dilation, groups)
     return out.astype(dt, copy=False)
@@ -165,7 +170,7 @@ def _max_meta(x, kernel, stride, padding, dilation, ceil_mode):
 
 def _max_impl(x, kernel, stride, padding, dilation, ceil_mode):
     from kernels.cpu.pool import max_pool2d
-    shape = _max_meta(AVal(x.shape, D._FROM_NP[x.dtype]), kernel, stride, padding, dilation, ceil_mode)[0].shape
+    shape = _max_meta(_av(x), kernel, stride, padding, dilation, ceil_mode)[0].shape
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(shape, xx.dtype)
     idx = np.empty(shape, np.int64)
@@ -232,7 +237,7 @@ def _avg_args(kernel, stride, padding, count_include_pad, divisor_override):
 
 def _avg_impl(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
     from kernels.cpu.pool import avg_pool2d
-    shape = _avg_meta(AVal(x.shape, D._FROM_NP[x.dtype]), kernel, stride, padding, ceil_mode, count_include_pad,
+    shape = _avg_meta(_av(x), kernel, stride, padding, ceil_mode, count_include_pad,
                       divisor_override).shape
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(shape, xx.dtype)
@@ -286,6 +291,7 @@ def _adaptive_meta(x, output_size):
 
 def _adaptive_impl(x, output_size):
     from kernels.cpu.pool import adaptive_avg_pool2d
+    _adaptive_meta(_av(x), output_size)
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(tuple(x.shape[:2]) + tuple(output_size), xx.dtype)
     adaptive_avg_pool2d(xx, out)

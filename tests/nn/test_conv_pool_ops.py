@@ -1,0 +1,192 @@
+"""Conv and pooling registry ops: exact first (and second) order gradients in float64, and PyTorch's numbers."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.autograd import gradcheck, gradgradcheck
+from tracejit.ops import conv as C
+
+CONV_CASES = [
+    # N, Cin, H, W, O, kernel, stride, padding, dilation, groups
+    (2, 4, 6, 5, 6, 3, 1, 1, 1, 2),
+    (1, 3, 7, 6, 2, (3, 2), (2, 1), (1, 0), (1, 2), 1),
+    (2, 2, 5, 5, 4, 1, 2, 0, 1, 2),
+    (1, 2, 4, 4, 2, 2, 3, 1, 1, 1),  # stride leaves input rows unused
+]
+
+
+def _rand(*shape):
+    return np.random.standard_normal(shape)
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d_gradcheck(case):
+    N, Ci, H, W, O, k, s, p, d, g = case
+    k2 = (k, k) if isinstance(k, int) else k
+    x = tj.tensor(_rand(N, Ci, H, W), requires_grad=True)
+    w = tj.tensor(_rand(O, Ci // g, *k2), requires_grad=True)
+    assert gradcheck(lambda a, b: C.conv2d(a, b, s, p, d, g), (x, w))
+
+
+def test_conv2d_second_order():
+    x = tj.tensor(_rand(1, 2, 4, 4), requires_grad=True)
+    w = tj.tensor(_rand(2, 1, 2, 2), requires_grad=True)
+    assert gradgradcheck(lambda a, b: C.conv2d(a, b, 1, 1, 1, 2), (x, w))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True),
+                                dict(kernel_size=3, stride=2, padding=1, dilation=2, ceil_mode=True)])
+def test_max_pool2d_gradcheck(kw):
+    x = tj.tensor(np.random.permutation(2 * 2 * 7 * 6).reshape(2, 2, 7, 6) / 7.0, requires_grad=True)  # no ties
+    assert gradcheck(lambda a: F.max_pool2d(a, **kw), (x,))
+    assert gradgradcheck(lambda a: F.max_pool2d(a, **kw), (x,))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False, ceil_mode=True),
+                                dict(kernel_size=2, divisor_override=3)])
+def test_avg_pool2d_gradcheck(kw):
+    x = tj.tensor(_rand(2, 2, 7, 6), requires_grad=True)
+    assert gradcheck(lambda a: F.avg_pool2d(a, **kw), (x,))
+    assert gradgradcheck(lambda a: F.avg_pool2d(a, **kw), (x,))
+
+
+@pytest.mark.parametrize("size", [(3, 4), (1, 1), (5, 2)])
+def test_adaptive_avg_pool2d_gradcheck(size):
+    x = tj.tensor(_rand(1, 2, 7, 6), requires_grad=True)
+    assert gradcheck(lambda a: F.adaptive_avg_pool2d(a, size), (x,))
+    assert gradgradcheck(lambda a: F.adaptive_avg_pool2d(a, size), (x,))
+
+
+# ------------------------------------------------------------------------------ against PyTorch (float32)
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+
+def _both(arr, grad=True):
+    return tj.tensor(arr, requires_grad=grad), torch.tensor(arr, requires_grad=grad)
+
+
+def _check(a, b, tol=1e-5):
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv2d_matches_torch(case, bias):
+    N, Ci, H, W, O, k, s, p, d, g = case
+    k2 = (k, k) if isinstance(k, int) else k
+    x, tx = _both(_rand(N, Ci, H, W).astype(np.float32))
+    w, tw = _both(_rand(O, Ci // g, *k2).astype(np.float32))
+    b, tb = _both(_rand(O).astype(np.float32)) if bias else (None, None)
+    y = F.conv2d(x, w, b, s, p, d, g)
+    ty = TF.conv2d(tx, tw, tb, s, p, d, g)
+    _check(y, ty)
+    go = _rand(*ty.shape).astype(np.float32)
+    y.backward(tj.tensor(go))
+    ty.backward(torch.tensor(go))
+    _check(x.grad, tx.grad)
+    _check(w.grad, tw.grad, 1e-4)
+    if bias:
+        _check(b.grad, tb.grad, 1e-4)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("padding,dilation", [("same", 1), ("same", 2), ("valid", 1)])
+def test_conv_padding_strings(padding, dilation):
+    x, tx = _both(_rand(2, 3, 6, 7).astype(np.float32))
+    w, tw = _both(_rand(4, 3, 2, 3).astype(np.float32))
+    y, ty = F.conv2d(x, w, padding=padding, dilation=dilation), TF.conv2d(tx, tw, padding=padding, dilation=dilation)
+    assert tuple(y.shape) == tuple(ty.shape)
+    _check(y, ty)
+    y.sum().backward()
+    ty.sum().backward()
+    _check(x.grad, tx.grad)
+
+
+def test_conv1d_and_unbatched():
+    x, tx = _both(_rand(2, 4, 9).astype(np.float32))
+    w, tw = _both(_rand(6, 2, 3).astype(np.float32))
+    y, ty = F.conv1d(x, w, None, 2, 1, 2, 2), TF.conv1d(tx, tw, None, 2, 1, 2, 2)
+    _check(y, ty)
+    y.sum().backward()
+    ty.sum().backward()
+    _check(x.grad, tx.grad)
+    _check(w.grad, tw.grad, 1e-4)
+    u, tu = _both(_rand(3, 5, 5).astype(np.float32), grad=False)
+    w2, tw2 = _both(_rand(2, 3, 3, 3).astype(np.float32), grad=False)
+    _check(F.conv2d(u, w2, padding=1), TF.conv2d(tu, tw2, padding=1))
+
+
+def test_conv_errors():
+    x = tj.randn(1, 3, 5, 5)
+    with pytest.raises(RuntimeError, match="channels"):
+        F.conv2d(x, tj.randn(2, 2, 3, 3))
+    with pytest.raises(RuntimeError, match="Kernel size can't be greater"):
+        F.conv2d(x, tj.randn(2, 3, 7, 7))
+    with pytest.raises(RuntimeError, match="should be the same"):
+        F.conv2d(x, tj.randn(2, 3, 3, 3, dtype=tj.float64))
+    with pytest.raises(ValueError, match="strided"):
+        F.conv2d(x, tj.randn(2, 3, 3, 3), stride=2, padding="same")
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 1), dilation=(2, 1),
+                                     ceil_mode=True)])
+def test_max_pool2d_matches_torch(kw):
+    x, tx = _both(_rand(2, 3, 9, 8).astype(np.float32))
+    y, i = F.max_pool2d(x, return_indices=True, **kw)
+    ty, ti = TF.max_pool2d(tx, return_indices=True, **kw)
+    _check(y, ty)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    go = _rand(*ty.shape).astype(np.float32)
+    y.backward(tj.tensor(go))
+    ty.backward(torch.tensor(go))
+    _check(x.grad, tx.grad)
+
+
+def test_max_pool_nan_and_1d():
+    a = _rand(1, 1, 4, 4).astype(np.float32)
+    a[0, 0, 1, 1] = np.nan
+    y, ty = F.max_pool2d(tj.tensor(a), 2), TF.max_pool2d(torch.tensor(a), 2)
+    np.testing.assert_array_equal(np.isnan(y.numpy()), np.isnan(ty.numpy()))
+    x, tx = _both(_rand(2, 3, 11).astype(np.float32))
+    y, i = F.max_pool1d(x, 3, 2, 1, return_indices=True)
+    ty, ti = TF.max_pool1d(tx, 3, 2, 1, return_indices=True)
+    _check(y, ty)
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=3, stride=1, padding=1, divisor_override=2)])
+def test_avg_pool2d_matches_torch(kw):
+    x, tx = _both(_rand(2, 3, 9, 8).astype(np.float32))
+    y, ty = F.avg_pool2d(x, **kw), TF.avg_pool2d(tx, **kw)
+    _check(y, ty)
+    y.sum().backward()
+    ty.sum().backward()
+    _check(x.grad, tx.grad)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 5), (4, None), 2])
+def test_adaptive_avg_pool_matches_torch(size):
+    x, tx = _both(_rand(2, 3, 9, 8).astype(np.float32))
+    y, ty = F.adaptive_avg_pool2d(x, size), TF.adaptive_avg_pool2d(tx, size)
+    _check(y, ty)
+    y.sum().backward()
+    ty.sum().backward()
+    _check(x.grad, tx.grad)
+    z, tz = _both(_rand(2, 3, 10).astype(np.float32))
+    _check(F.adaptive_avg_pool1d(z, 4), TF.adaptive_avg_pool1d(tz, 4))
+    _check(F.avg_pool1d(z, 3, 2, 1), TF.avg_pool1d(tz, 3, 2, 1))
+
+
+def test_float64_and_float16_dtypes():
+    x = tj.randn(1, 2, 5, 5, dtype=tj.float64)
+    assert F.conv2d(x, tj.randn(3, 2, 3, 3, dtype=tj.float64)).dtype is tj.float64
+    assert F.max_pool2d(x, 2).dtype is tj.float64
+    h = tj.randn(1, 2, 4, 4).half()
+    assert F.avg_pool2d(h, 2).dtype is tj.float16

@@ -1,0 +1,6 @@
+"""tracejit.optim: optimizers and learning-rate schedulers (PyTorch's torch.optim)."""
+from .optimizer import Optimizer
+from .sgd import SGD
+from .adam import Adam, AdamW
+from .rmsprop import RMSprop
+from . import lr_scheduler

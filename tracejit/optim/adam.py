@@ -1,0 +1,86 @@
+"""Adam and AdamW (AdamW is Adam with decoupled weight decay, as in PyTorch 2.x), with amsgrad.
+
+The step count is a float32 tensor in the state (as in PyTorch) and the bias corrections are computed from
+it with tensor ops in float64, so a traced step computes the right corrections on every call.
+"""
+from ..autograd.grad_mode import no_grad
+from ..creation import tensor, zeros_like
+from .. import _dtype as D
+from ..ops import elementwise as E
+from .optimizer import Optimizer
+
+
+def _check_betas(lr, eps, betas, weight_decay):
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
+        _check_betas(lr, eps, betas, weight_decay)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable,
+                        fused=fused, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _init_state(self, p, amsgrad):
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = tensor(0.0, dtype=D.float32)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        return state
+
+    def step(self, closure=None):
+        loss = self._closure(closure)
+        with no_grad():
+            for group in self.param_groups:
+                beta1, beta2 = group["betas"]
+                lr, eps, wd, amsgrad = group["lr"], group["eps"], group["weight_decay"], group["amsgrad"]
+                decoupled = group.get("decoupled_weight_decay", False)
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    grad = p.grad if not group["maximize"] else -p.grad
+                    state = self._init_state(p, amsgrad)
+                    exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+                    step_t.add_(1)
+                    if wd != 0:
+                        if decoupled:
+                            p.mul_(1 - lr * wd)
+                        else:
+                            grad = grad.add(p, alpha=wd)
+                    exp_avg.lerp_(grad, 1 - beta1)
+                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                    step = step_t.to(D.float64)
+                    bias_correction1 = 1 - beta1 ** step
+                    bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+                    step_size = lr / bias_correction1
+                    if amsgrad:
+                        state["max_exp_avg_sq"].copy_(E.maximum(state["max_exp_avg_sq"], exp_avg_sq))
+                        denom = (state["max_exp_avg_sq"].sqrt() / bias_correction2_sqrt).add_(eps)
+                    else:
+                        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                    # p += -step_size * exp_avg / denom  (addcdiv's order of operations)
+                    p.add_((-step_size).to(p.dtype) * exp_avg / denom)
+        return loss
+
+
+class AdamW(Adam):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,0 +1,2 @@
+"""tracejit.utils: data loading (tracejit.utils.data)."""
+from . import data
