@@ -37,6 +37,12 @@ def systems(n):
     out["tracejit eager"] = lambda: tj_chain(tx, tw, tb).numpy()
     traced = tracejit.trace(tj_chain, backend="numba")
     out["tracejit traced (numba)"] = lambda: traced(tx, tw, tb).numpy()
+    from tracejit.backends.numba_cpu import codegen
+    par, codegen.PAR_MIN = codegen.PAR_MIN, 1 << 62        # the same kernel without threads
+    serial = tracejit.trace(lambda x, w, b: tj_chain(x, w, b), backend="numba")
+    serial(tx, tw, tb)
+    codegen.PAR_MIN = par
+    out["tracejit traced serial"] = lambda: serial(tx, tw, tb).numpy()
     notes = []
     try:
         import torch

@@ -18,8 +18,14 @@ from .rewrite import Rewriter
 _NOT_FUSABLE = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
 
 
+# shape ops a kernel absorbs: the loop reads the smaller input with broadcast strides (no copy)
+BROADCASTS = {"expand"}
+
+
 def default_can_fuse(node):
     op = node.op
+    if op.name in BROADCASTS:
+        return isinstance(node.inputs[0], Value) and node.inputs[0].dtype.np.kind in "biuf"
     if op.kind != "elementwise" or op.expr is None or op.random or op.nout != 1 or op.name in _NOT_FUSABLE:
         return False
     if op.name == "round" and node.attrs.get("decimals", 0):
@@ -123,7 +129,10 @@ def find_groups(g, can_fuse=default_can_fuse):
         members[gid] = cur
         for m in cur:
             group_of[m] = gid
-    return [sorted(s) for _, s in sorted(members.items(), key=lambda kv: min(kv[1]))], group_of, prod
+    groups = [sorted(s) for _, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
+    # a group of broadcasts alone would only materialize them: leave those as views
+    groups = [m for m in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]
+    return groups, group_of, prod
 
 
 def fusion(g, can_fuse=default_can_fuse):

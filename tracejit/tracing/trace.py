@@ -324,11 +324,15 @@ class GraphSet:
         self.joint = e.joint
         self.traced = e.graphs.get("traced")
         self.entry = e
+        # what the backend runs, after its own passes (fusion: fused_k nodes with their bodies)
+        self.compiled_forward = getattr(e.fwd_fn, "graph", None)
+        self.compiled_backward = getattr(e.bwd_fn, "graph", None)
 
     def text(self):
-        parts = [self.forward.text("forward")]
+        fwd, bwd = self.compiled_forward or self.forward, self.compiled_backward or self.backward
+        parts = [fwd.text("forward" + (" (compiled)" if fwd is not self.forward else ""))]
         if self.backward is not None:
-            parts.append(self.backward.text("backward"))
+            parts.append(bwd.text("backward" + (" (compiled)" if bwd is not self.backward else "")))
         return "\n\n".join(parts)
 
     def __str__(self):

@@ -11,6 +11,7 @@ work to float64), and each value is computed once per element. Layout:
 Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs; numba compiles a variant
 only when it is first called).
 """
+import os
 import re
 
 import numpy as np
@@ -18,7 +19,9 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 
-PAR_MIN = 1 << 20            # elements from which the prange variant is used
+# elements from which the prange variant is used ("off": never; threads hurt on a busy 2-core machine)
+_par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
+PAR_MIN = 1 << 62 if _par == "off" else int(_par)
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
@@ -110,7 +113,7 @@ def generate(node, name, fastmath=False):
                 args.append(const(x, cdt))
         op = nd.op
         cdt0 = cdts[0] if cdts else rdt
-        if op.name == "cast" or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
+        if op.name in ("cast", "expand") or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
             expr = "{0}"
         else:
             expr = op.expr

@@ -3,13 +3,17 @@
 Fused nodes call their generated numba kernels; every other node (matmul -> numpy BLAS, reductions,
 indexing, random...) runs with its registry `impl`. Kernel outputs that are not returned to the caller
 live in buffers allocated once per compiled graph and reused by every call; outputs returned to the
-caller are allocated fresh each call (the caller may keep them). If a returned value turns out to be a
+caller are allocated fresh when the caller still holds the previous call's array (or a view of it), and
+reused when it does not (reference count): a fresh 64 MiB array costs more than the math. If a returned value turns out to be a
 view of a reused buffer (a reshape of an intermediate, say), it is copied before it is returned.
 """
+from sys import getrefcount
+
 import numpy as np
 
 from ...ir.graph import Value
-from .codegen import PAR_MIN, generate
+from . import codegen
+from .codegen import generate
 from . import _cache
 
 
@@ -56,7 +60,7 @@ class CompiledGraph:
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath)
         mod = _cache.load_module(ks.source, "kernel")
-        disp = mod.kernel_par if ks.size >= PAR_MIN else mod.kernel
+        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN else mod.kernel
         name = n.op.name
         self.kernels.append((name, ks, disp))
         in_slots = [slot[id(v)] for v in n.inputs]
@@ -87,11 +91,18 @@ class CompiledGraph:
                 env[o0] = view
             return step
 
+        last = [None] * len(out_slots)      # the array each returned output got last call
+
         def step(env):
             flats = []
-            for s, f, (dt, shp) in zip(out_slots, fixed, specs):
+            for j, (s, f, (dt, shp)) in enumerate(zip(out_slots, fixed, specs)):
                 if f is None:
-                    a = np.empty(shp, dt)
+                    # reuse last call's array when nobody else holds it (nor a view of it): refs are
+                    # `last`, `a` and getrefcount's argument
+                    a = last[j]
+                    if a is None or getrefcount(a) > 3:
+                        a = np.empty(shp, dt)
+                        last[j] = a
                     env[s] = a
                     flats.append(a.reshape(-1))
                 else:
