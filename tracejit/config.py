@@ -3,5 +3,5 @@ import os
 
 cache_size_limit = int(os.environ.get("TRACEJIT_CACHE_SIZE_LIMIT", "8"))   # compiled signatures per function
 verify_ir = os.environ.get("TRACEJIT_VERIFY_IR", "0") == "1"              # run the IR verifier after each pass
-default_backend = os.environ.get("TRACEJIT_BACKEND", "interpreter")
+default_backend = os.environ.get("TRACEJIT_BACKEND", "numba")          # "interpreter": the reference oracle
 fastmath = False                                                           # opt-in for the numba backend
