@@ -50,7 +50,7 @@ class _Writer:
                                    "concrete tensors can be saved; save outside the traced function")
             k = self.memo.get(id(obj))
             if k is None:
-                arr = np.ascontiguousarray(obj._data)
+                arr = obj._data if obj._data.flags.c_contiguous else obj._data.copy(order="C")
                 meta = {"dtype": obj.dtype.name, "shape": list(arr.shape),
                         "requires_grad": bool(obj.requires_grad and obj.is_leaf),
                         "parameter": isinstance(obj, Parameter)}
@@ -67,7 +67,7 @@ class _Writer:
             return self.encode(obj.item(), path)
         if isinstance(obj, np.ndarray):
             raise TypeError(f"tracejit.save: {path} is a numpy array; convert it with tracejit.from_numpy(...) "
-                            f"first ({_SAFE_KINDS} of them)")
+                            f"first ({_SAFE_KINDS} of them, so that loading a file can never run code)")
         if type(obj) in (dict, collections.OrderedDict, collections.Counter):
             items = []
             for key, value in obj.items():

@@ -164,9 +164,17 @@ def _worker_loop(kind, dataset, index_queue, data_queue, auto_collation, collate
 
 # ------------------------------------------------------------------------------------------ iterators
 
+def _base_seed(loader):
+    """Drawn from the loader's generator at the start of every epoch, in both modes (as PyTorch does), so that
+    a shuffled order depends only on the generator, not on num_workers."""
+    from ...creation import randint
+    return int(randint(0, 2 ** 62, (1,), generator=loader.generator).item())
+
+
 class _SingleProcessIter:
     def __init__(self, loader):
         self._loader = loader
+        self._base_seed = _base_seed(loader)
         self._index_sampler = loader._index_sampler
         self._sampler_iter = iter(self._index_sampler)
         self._fetcher = _fetcher(loader._kind, loader.dataset, loader._auto_collation, loader.collate_fn,
@@ -185,7 +193,6 @@ class _SingleProcessIter:
 
 class _MultiProcessIter:
     def __init__(self, loader):
-        from ...creation import randint
         self._loader = loader
         self._kind = loader._kind
         self._index_sampler = loader._index_sampler
@@ -197,7 +204,7 @@ class _MultiProcessIter:
             ctx = multiprocessing
         elif isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
-        base_seed = int(randint(0, 2 ** 62, (1,), generator=loader.generator).item())
+        base_seed = _base_seed(loader)
         self._data_queue = ctx.Queue()
         self._index_queues, self._workers = [], []
         for i in range(self._num_workers):
