@@ -15,6 +15,7 @@ import tracejit  # noqa: E402
 import tracejit.nn.functional  # noqa: E402,F401  (L.nn.functional)
 
 torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
 
 
 class _Lib:
@@ -533,3 +534,543 @@ REDUCTION_ERRORS = [
 @run_cases(REDUCTION_ERRORS)
 def test_reduction_errors(fn, inputs, kw):
     helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- shape ops
+
+S3 = R(2, 3, 4)
+
+SHAPE_CASES = [
+    case(lambda x: x.reshape(4, 6), S3, id="reshape"),
+    case(lambda x: x.reshape(-1, 2), S3, id="reshape_infer"),
+    case(lambda x: L.reshape(x, (3, -1)), S3, id="reshape_fn"),
+    case(lambda x: x.reshape(()), R(1, 1), id="reshape_0d"),
+    case(lambda x: x.transpose(0, 2).reshape(-1), S3, id="reshape_noncontig"),
+    case(lambda x: x.view(6, 4), S3, id="view"),
+    case(lambda x: x.view(-1), S3, id="view_flat"),
+    case(lambda x: x.view_as(L.zeros(3, 8)), S3, id="view_as"),
+    case(lambda x: x.permute(2, 0, 1), S3, id="permute"),
+    case(lambda x: x.permute((1, -1, 0)), S3, id="permute_tuple_neg"),
+    case(lambda x: x.transpose(0, -1), S3, id="transpose"),
+    case(lambda x: L.swapaxes(x, 1, 2), S3, id="swapaxes"),
+    case(lambda x: x.swapdims(0, 1), S3, id="swapdims"),
+    case(lambda x: x.t(), R(3, 4), id="t"),
+    case(lambda x: x.t(), R(3), id="t_1d"),
+    case(lambda x: x.T, R(3, 4), id="T"),
+    case(lambda x: x.mT, S3, id="mT"),
+    case(lambda x: x.squeeze(), R(1, 3, 1, 2), id="squeeze"),
+    case(lambda x: x.squeeze(2), R(1, 3, 1, 2), id="squeeze_dim"),
+    case(lambda x: x.squeeze(1), R(1, 3, 1, 2), id="squeeze_non1_dim"),
+    case(lambda x: x.squeeze((0, 2)), R(1, 3, 1, 2), id="squeeze_dims"),
+    case(lambda x: x.unsqueeze(0), S3, id="unsqueeze"),
+    case(lambda x: x.unsqueeze(-1), S3, id="unsqueeze_neg"),
+    case(lambda x: x.unsqueeze(-1), A(2.0), id="unsqueeze_0d_neg"),
+    case(lambda x: x.expand(2, 3, 4), R(3, 1), id="expand"),
+    case(lambda x: x.expand(5, -1, 4), R(3, 1), id="expand_minus1"),
+    case(lambda x, y: x.expand_as(y), R(1, 4), R(3, 4), id="expand_as"),
+    case(lambda x: L.broadcast_to(x, (2, 3, 4)), R(4), id="broadcast_to"),
+    case(lambda x, y: L.broadcast_tensors(x, y), R(3, 1), R(4), id="broadcast_tensors"),
+    case(lambda x: x.flatten(), S3, id="flatten"),
+    case(lambda x: x.flatten(1), S3, id="flatten_start"),
+    case(lambda x: L.flatten(x, 0, 1), S3, id="flatten_range"),
+    case(lambda x: x.flatten(), A(3.0), id="flatten_0d"),
+    case(lambda x: x.unflatten(2, (2, 2)), S3, id="unflatten"),
+    case(lambda x: x.unflatten(-1, (2, -1)), S3, id="unflatten_infer"),
+    case(lambda x: x.ravel(), S3, id="ravel"),
+    case(lambda x: x.movedim(0, -1), S3, id="movedim"),
+    case(lambda x: L.movedim(x, (0, 1), (2, 0)), S3, id="movedim_tuple"),
+    case(lambda x: L.moveaxis(x, -1, 0), S3, id="moveaxis"),
+    case(lambda x, y: L.cat([x, y]), R(2, 3), R(4, 3), id="cat"),
+    case(lambda x, y: L.cat((x, y), dim=-1), R(2, 3), R(2, 1), id="cat_neg_dim"),
+    case(lambda x, y, z: L.cat([x, y, z], 1), R(2, 3), R(2, 1), R(2, 2), id="cat3"),
+    case(lambda x, y: L.cat([x, y]), R(2, 3), I(1, 3), id="cat_promote"),
+    case(lambda x, y: L.cat([x, y]), R(2, 3, dtype=F32), R(1, 3), id="cat_f32_f64"),
+    case(lambda x, y: L.cat([x, y]), R(2, 3), R(0), id="cat_legacy_empty"),
+    case(lambda x, y: L.concat([x, y], 0), I(2), I(3), id="concat_int"),
+    case(lambda x, y: L.stack([x, y]), R(2, 3), R(2, 3), id="stack"),
+    case(lambda x, y: L.stack([x, y], -1), R(2, 3), R(2, 3), id="stack_last"),
+    case(lambda x, y: L.stack([x, y], 1), R(2, 3), I(2, 3), id="stack_promote"),
+    case(lambda x, y: L.hstack([x, y]), R(2, 3), R(2, 2), id="hstack"),
+    case(lambda x, y: L.hstack([x, y]), R(3), R(2), id="hstack_1d"),
+    case(lambda x, y: L.vstack([x, y]), R(3), R(2, 3), id="vstack"),
+    case(lambda x, y: L.row_stack([x, y]), R(3), R(3), id="row_stack"),
+    case(lambda x, y: L.dstack([x, y]), R(2, 3), R(2, 3), id="dstack"),
+    case(lambda x, y: L.dstack([x, y]), R(3), R(3), id="dstack_1d"),
+    case(lambda x, y: L.column_stack([x, y]), R(3), R(3, 2), id="column_stack"),
+    case(lambda x: x.split(2, 1), R(3, 5), id="split_int"),
+    case(lambda x: L.split(x, [1, 4], dim=1), R(3, 5), id="split_sizes"),
+    case(lambda x: x.split(3), R(3, 5), id="split_exact"),
+    case(lambda x: x.chunk(3, 1), R(3, 5), id="chunk"),
+    case(lambda x: x.chunk(4, 1), R(3, 6), id="chunk_fewer"),
+    case(lambda x: L.chunk(x, 2), R(3, 5), id="chunk_dim0"),
+    case(lambda x: x.tensor_split(3, 1), R(3, 7), id="tensor_split_sections"),
+    case(lambda x: x.tensor_split([1, 4], dim=1), R(3, 7), id="tensor_split_indices"),
+    case(lambda x: L.tensor_split(x, [2, 9]), R(4, 2), id="tensor_split_past_end"),
+    case(lambda x: L.tensor_split(x, 5), R(3), id="tensor_split_more_than_size"),
+    case(lambda x: x.hsplit(2), R(3, 4), id="hsplit"),
+    case(lambda x: L.hsplit(x, [1, 2]), R(5), id="hsplit_1d"),
+    case(lambda x: x.vsplit([1]), R(3, 4), id="vsplit"),
+    case(lambda x: x.dsplit(2), S3, id="dsplit"),
+    case(lambda x: x.unbind(1), R(3, 4), id="unbind"),
+    case(lambda x: L.unbind(x), R(3, 4), id="unbind0"),
+    case(lambda x: x.narrow(1, 1, 2), R(3, 4), id="narrow"),
+    case(lambda x: x.narrow(-1, -3, 2), R(3, 4), id="narrow_neg_start"),
+    case(lambda x: x.tile((2,)), R(3, 2), id="tile_short"),
+    case(lambda x: x.tile((2, 1, 3)), R(3, 2), id="tile_long"),
+    case(lambda x: x.repeat(2, 3), R(3, 2), id="repeat"),
+    case(lambda x: x.repeat(2, 1, 2), R(3, 2), id="repeat_more_dims"),
+    case(lambda x: x.repeat(2), A(3.0), id="repeat_0d"),
+    case(lambda x: x.flip(0), R(3, 4), id="flip"),
+    case(lambda x: x.flip((0, -1)), S3, id="flip_dims"),
+    case(lambda x: L.fliplr(x), R(3, 4), id="fliplr"),
+    case(lambda x: L.flipud(x), R(3, 4), id="flipud"),
+    case(lambda x: x.roll(1), R(3, 4), id="roll_flat"),
+    case(lambda x: x.roll(-2, 1), R(3, 4), id="roll_dim"),
+    case(lambda x: x.roll((1, 5), (0, 1)), R(3, 4), id="roll_dims"),
+    case(lambda x: x.tril(), R(4, 5), id="tril"),
+    case(lambda x: x.tril(-1), R(4, 5), id="tril_neg"),
+    case(lambda x: L.tril(x, 2), R(2, 4, 5), id="tril_batched"),
+    case(lambda x: x.triu(1), R(4, 5), id="triu"),
+    case(lambda x: L.triu(x, -2), I(4, 4), id="triu_int"),
+    case(lambda x: L.diag(x), R(4), id="diag_1d"),
+    case(lambda x: L.diag(x, 1), R(3), id="diag_1d_offset"),
+    case(lambda x: L.diag(x, -2), R(3), id="diag_1d_neg_offset"),
+    case(lambda x: x.diag(), R(3, 4), id="diag_2d"),
+    case(lambda x: x.diag(1), R(3, 4), id="diag_2d_offset"),
+    case(lambda x: x.diag(-1), R(3, 4), id="diag_2d_neg_offset"),
+    case(lambda x: x.diagonal(), S3, id="diagonal"),
+    case(lambda x: x.diagonal(1, 1, 2), S3, id="diagonal_dims"),
+    case(lambda x: L.diag_embed(x), R(2, 3), id="diag_embed"),
+    case(lambda x: x.contiguous(), R(3, 4).T, id="contiguous"),
+    case(lambda x: x.clone(), R(3, 4), id="clone"),
+    case(lambda x: L.atleast_2d(x), R(3), id="atleast_2d"),
+    case(lambda x: L.atleast_3d(x), R(3, 4), id="atleast_3d"),
+    case(lambda x: L.atleast_1d(x), A(2.0), id="atleast_1d"),
+    case(lambda x: x.T.reshape(-1), B(3, 2), id="reshape_bool"),
+    case(lambda x, y: L.meshgrid(x, y, indexing="ij"), R(3), R(2), id="meshgrid_ij"),
+    case(lambda x, y: L.meshgrid(x, y, indexing="xy"), R(3), R(2), id="meshgrid_xy"),
+]
+
+
+@run_cases(SHAPE_CASES)
+def test_shape_ops(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+def test_views_share_storage_like_torch():
+    res = []
+    for lib in (tracejit, torch):
+        x = lib.zeros(3, 4)
+        x.view(12)[1] = 1.0
+        x.transpose(0, 1)[2, 0] = 2.0
+        x[1].fill_(3.0)
+        x.narrow(1, 3, 1).mul_(0)
+        x.expand(2, 3, 4)
+        res.append(x.tolist())
+        assert x.t().is_contiguous() is False and x.is_contiguous() is True
+        assert x.t().stride() == (1, 4)
+    assert res[0] == res[1] == [[0.0, 1.0, 2.0, 0.0], [3.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+SHAPE_ERRORS = [
+    case(lambda x: x.reshape(5, -1), S3, id="reshape_bad"),
+    case(lambda x: x.reshape(-1, -1), S3, id="reshape_two_infer"),
+    case(lambda x: x.transpose(0, 1).view(-1), S3, id="view_noncontig"),
+    case(lambda x: x.permute(0, 1), S3, id="permute_too_few"),
+    case(lambda x: x.permute(0, 1, 1), S3, id="permute_dup"),
+    case(lambda x: x.transpose(0, 3), S3, id="transpose_bad_dim"),
+    case(lambda x: x.expand(3, 4), R(2, 4), id="expand_bad"),
+    case(lambda x: x.expand(4), R(2, 4), id="expand_fewer_dims"),
+    case(lambda x, y: L.cat([x, y]), R(2, 3), R(2, 4), id="cat_mismatch"),
+    case(lambda x, y: L.cat([x, y], 2), R(2, 3), R(2, 3), id="cat_bad_dim"),
+    case(lambda x, y: L.stack([x, y]), R(2, 3), R(3, 2), id="stack_mismatch"),
+    case(lambda x: x.split([1, 1], 1), R(3, 5), id="split_bad_sizes"),
+    case(lambda x: x.narrow(1, 3, 2), R(3, 4), id="narrow_out_of_range"),
+    case(lambda x: x.squeeze(3), R(2, 3), id="squeeze_bad_dim"),
+    case(lambda x: x.unsqueeze(4), R(2, 3), id="unsqueeze_bad_dim"),
+    case(lambda x: x.unsqueeze(1), A(2.0), id="unsqueeze_0d_bad_dim"),
+    case(lambda x: x.narrow(1, 5, 0), R(3, 4), id="narrow_bad_start"),
+    case(lambda x: x.narrow(1, 2, -1), R(3, 4), id="narrow_negative_length"),
+    case(lambda x: x.repeat(2), R(2, 3), id="repeat_too_few"),
+    case(lambda x: x.t(), S3, id="t_3d"),
+    case(lambda x: x.flatten(2, 1), S3, id="flatten_bad_range"),
+    case(lambda x: x.unflatten(1, (2, 2)), S3, id="unflatten_bad"),
+    case(lambda x: L.diag(x), S3, id="diag_3d"),
+    case(lambda x: x.movedim(0, 3), S3, id="movedim_bad"),
+]
+
+
+@run_cases(SHAPE_ERRORS)
+def test_shape_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- indexing
+
+def _set(index, value_is_input=True):
+    """y = x.clone(); y[index] = v; return y (through both libraries' autograd)."""
+    def f(x, v):
+        y = x.clone()
+        ix = index if isinstance(index, tuple) else (index,)
+        y[tuple(i(L.cur) if callable(i) else i for i in ix)] = v
+        return y
+    return f
+
+
+def _set_scalar(index, value):
+    def f(x):
+        y = x * 1
+        y[index] = value
+        return y
+    return f
+
+
+def _T(v):
+    """An index tensor built inside the lambda (so it is a tensor of the library being run)."""
+    return lambda lib: lib.tensor(v)
+
+
+def _noop():
+    pass
+
+
+IX = R(4, 5, 6)
+IDX = A([2, 0, 2], np.int64)
+
+INDEX_CASES = [
+    case(lambda x: x[1], IX, id="int"),
+    case(lambda x: x[-1, 2], IX, id="int_int_neg"),
+    case(lambda x: x[1:3], IX, id="slice"),
+    case(lambda x: x[:, 1:4:2], IX, id="slice_step"),
+    case(lambda x: x[..., ::3], IX, id="ellipsis_slice_step"),
+    case(lambda x: x[None, 1, :, None], IX, id="none"),
+    case(lambda x: x[1, ..., None], IX, id="ellipsis_none"),
+    case(lambda x: x[-3:-1, 5:1], IX, id="neg_and_empty_slice"),
+    case(lambda x: x[:100], IX, id="slice_past_end"),
+    case(lambda x: x[()], A(3.0), id="empty_tuple_0d"),
+    case(lambda x: x[...], IX, id="ellipsis_only"),
+    case(lambda x, i: x[i], IX, IDX, id="adv_tensor_dup"),
+    case(lambda x: x[[0, 3, -1]], IX, id="adv_list"),
+    case(lambda x, i: x[:, i], IX, IDX, id="adv_middle"),
+    case(lambda x, i: x[..., i], IX, IDX, id="adv_last"),
+    case(lambda x, i, j: x[i, j], IX, IDX, A([1, 4, -2], np.int64), id="adv_pair"),
+    case(lambda x, i, j: x[i, :, j], IX, IDX, A([1, 4, -2], np.int64), id="adv_separated"),
+    case(lambda x, i, j: x[:, i, j], IX, IDX, A([1, 4, 3], np.int64), id="adv_adjacent"),
+    case(lambda x, i: x[i], IX, A([[0, 1], [3, 3]], np.int64), id="adv_2d_index"),
+    case(lambda x, i, j: x[i, j], IX, A([[0], [1]], np.int64), A([2, 3, 4], np.int64), id="adv_bcast"),
+    case(lambda x, i: x[1:3, i, None], IX, IDX, id="adv_with_slice_none"),
+    case(lambda x, i: x[i, 1], IX, IDX, id="adv_and_int"),
+    case(lambda x, i: x[i], IX, A([1, 3], np.int32), id="adv_int32"),
+    case(lambda x, m: x[m], R(3, 4), B(3, 4), id="mask_full"),
+    case(lambda x, m: x[m], R(3, 4), B(3), id="mask_rows"),
+    case(lambda x, m: x[:, m], R(3, 4), B(4), id="mask_cols"),
+    case(lambda x: x[x > 0], R(3, 4), id="mask_expr"),
+    case(lambda x, m: x[m, 1:], R(3, 4), B(3), id="mask_and_slice"),
+    case(lambda x: x[[True, False, True]], R(3, 4), id="mask_list"),
+    case(_set(1), R(4, 5), R(5), id="set_int"),
+    case(_set((slice(1, 3), slice(None, None, 2))), R(4, 5), R(2, 3), id="set_slice"),
+    case(_set(_T([0, 2])), R(4, 5), R(1, 5), id="set_adv_bcast"),
+    case(_set((slice(None), _T([4, 0]))), R(4, 5), R(4, 2), id="set_adv_cols"),
+    case(_set(_T([[True, False, True, False, True]] * 4)), R(4, 5), R(12), id="set_mask"),
+    case(_set(Ellipsis), R(4, 5), R(5), id="set_ellipsis"),
+    case(_set_scalar(1, 3.0), R(4, 5), id="set_scalar"),
+    case(_set_scalar((slice(None), 0), -1), R(4, 5), id="set_scalar_int"),
+    case(lambda x: _set_scalar(x > 0, 0.0)(x), R(4, 5), id="set_mask_scalar"),
+    case(lambda x, v: _set(slice(1, 3))(x, v), I(4, 5), R(5), id="set_int_tensor_float_value", grad=False),
+    case(lambda x, i: x.gather(1, i), R(3, 4), I(3, 5, high=4), id="gather"),
+    case(lambda x, i: L.gather(x, 0, i), R(3, 4), I(2, 4, high=3), id="gather_dim0"),
+    case(lambda x, i: x.gather(-1, i), R(3, 4), I(2, 2, high=4), id="gather_smaller_index"),
+    case(lambda x, i: x.gather(0, i), R(3), I(5, high=3), id="gather_1d"),
+    case(lambda x, i, s: x.scatter(1, i, s), R(3, 4), A([[0, 3], [1, 2], [2, 0]], np.int64), R(3, 2), id="scatter"),
+    case(lambda x, i, s: x.scatter(0, i, s), R(3, 4), A([[0, 1], [2, 0]], np.int64), R(3, 3),
+         id="scatter_src_larger", check_grad=False),  # torch's own backward rejects a larger src
+    case(lambda x, i: x.scatter(1, i, 1.5), R(3, 4), A([[0, 3], [1, 2], [2, 0]], np.int64), id="scatter_value"),
+    case(lambda x, i, s: x.scatter(1, i, s, reduce="add"), R(3, 4), I(3, 5, high=4), R(3, 5), id="scatter_reduce_add",
+         check_grad=False),  # torch: derivative for scatter(reduce=) not implemented
+    case(lambda x, i, s: x.scatter(1, i, s, reduce="multiply"), R(3, 4), I(3, 5, high=4), R(3, 5),
+         id="scatter_reduce_multiply", check_grad=False),
+    case(lambda x, i, s: x.clone().scatter_(1, i, s, reduce="add"), R(3, 4), I(3, 5, high=4), R(3, 5),
+         id="scatter__reduce_add", check_grad=False),
+    case(lambda x, i, s: x.clone().scatter_(0, i, s), R(3, 4), A([[0, 1, 2, 0]], np.int64), R(1, 4), id="scatter_"),
+    case(lambda x, i, s: x.scatter_add(1, i, s), R(3, 4), I(3, 5, high=4), R(3, 5), id="scatter_add"),
+    case(lambda x, i, s: L.scatter_add(x, 0, i, s), R(3, 4), I(2, 3, high=3), R(3, 4), id="scatter_add_src_larger",
+         check_grad=False),
+    case(lambda x, i, s: x.clone().scatter_add_(1, i, s), R(3, 4), I(3, 5, high=4), R(3, 5), id="scatter_add_"),
+    case(lambda x, i: x.index_select(1, i), R(3, 4), IDX, id="index_select"),
+    case(lambda x, i: L.index_select(x, 0, i), R(3, 4), A([2, 2], np.int64), id="index_select_dup"),
+    case(lambda x, i: x.index_select(0, i), R(3), A(1, np.int64), id="index_select_0d_index"),
+    case(lambda x, i, s: x.index_add(0, i, s), R(3, 4), IDX, R(3, 4), id="index_add_dup"),
+    case(lambda x, i, s: x.index_add(1, i, s, alpha=2.0), R(3, 4), IDX, R(3, 3), id="index_add_alpha"),
+    case(lambda x, i, s: x.clone().index_add_(1, i, s), R(3, 4), IDX, R(3, 3), id="index_add_"),
+    case(lambda x, m: x.masked_fill(m, 0.5), R(3, 4), B(3, 4), id="masked_fill"),
+    case(lambda x, m: x.masked_fill(m, -1), R(3, 4), B(4), id="masked_fill_bcast"),
+    case(lambda x, m, v: x.masked_fill(m, v), R(3, 4), B(3, 1), A(2.5), id="masked_fill_0d_tensor"),
+    case(lambda x, m: x.masked_fill(m, 2.5), I(3, 4), B(3, 4), id="masked_fill_int_float_value"),
+    case(lambda x, m: x.clone().masked_fill_(m, 0.0), R(3, 4), B(3, 4), id="masked_fill_"),
+    case(lambda x, m: x.masked_select(m), R(3, 4), B(3, 4), id="masked_select"),
+    case(lambda x, m: L.masked_select(x, m), R(3, 4), B(4), id="masked_select_bcast"),
+    case(lambda x, m: L.masked_select(x, m), R(4), B(3, 4), id="masked_select_bcast_input"),
+    case(lambda x, i: x.take(i), R(3, 4), A([[0, 11], [-1, 5]], np.int64), id="take"),
+    case(lambda x, i: L.take_along_dim(x, i, 1), R(3, 4), I(3, 2, high=4), id="take_along_dim"),
+    case(lambda x, i: L.take_along_dim(x, i, 0), R(3, 4), I(1, 4, high=3), id="take_along_dim_bcast"),
+    case(lambda x, i: L.take_along_dim(x, i), R(3, 4), I(5, high=12), id="take_along_dim_none"),
+    case(lambda x: L.take_along_dim(x, x.argsort(1), 1), R(3, 4), id="take_along_dim_argsort"),
+    case(lambda x: x.nonzero(), A([[0, 1, 0], [2, 0, 3]]), id="nonzero"),
+    case(lambda x: L.nonzero(x, as_tuple=True), A([[0, 1, 0], [2, 0, 3]]), id="nonzero_tuple"),
+    case(lambda x: x.nonzero(), A(0.0), id="nonzero_0d_false"),
+    case(lambda x: x.nonzero(), A(5.0), id="nonzero_0d_true"),
+    case(lambda x: x.nonzero(), np.zeros((2, 3)), id="nonzero_none"),
+    case(lambda x: L.argwhere(x), B(3, 4), id="argwhere"),
+    case(lambda x: L.where(x), B(3, 4), id="where_one_arg"),
+    case(lambda x: x.select(1, -1), R(3, 4), id="select"),
+    case(lambda x, i: x.index_fill(1, i, -1.0), R(3, 4), IDX, id="index_fill"),
+    case(lambda x, i, s: x.index_copy(0, i, s), R(3, 4), A([2, 0], np.int64), R(2, 4), id="index_copy"),
+    case(lambda x, v: x.index_put((L.tensor([0, 2]), L.tensor([1, 1])), v, accumulate=True), R(3, 4), R(2),
+         id="index_put_accumulate"),
+]
+
+
+@run_cases(INDEX_CASES)
+def test_indexing(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+INDEX_ERRORS = [
+    case(lambda x: x[4], R(4, 5), id="int_out_of_range"),
+    case(lambda x: x[0, 0, 0], R(4, 5), id="too_many_indices"),
+    case(lambda x: x[L.tensor([0, 5])], R(4, 5), id="tensor_index_out_of_range"),
+    case(lambda x: x[L.tensor([0.0, 1.0])], R(4, 5), id="float_index"),
+    case(lambda x: x[::-1], R(4, 5), id="negative_step"),
+    case(lambda x: x[L.tensor([True, False])], R(4, 5), id="mask_wrong_size"),
+    case(lambda x, i: x.gather(1, i), R(3, 4), I(3, high=4), id="gather_ndim_mismatch"),
+    case(lambda x, i: x.gather(1, i), R(3, 4), A([[5]], np.int64), id="gather_out_of_range"),
+    case(lambda x, i, s: x.scatter(1, i, s), R(3, 4), A([[7]], np.int64), R(1, 1), id="scatter_out_of_range"),
+    case(lambda x, i: x.index_select(0, i), R(3, 4), A([[0]], np.int64), id="index_select_2d_index"),
+    case(lambda x, m: x.masked_fill(m, 0.0), R(3, 4), I(3, 4), id="masked_fill_int_mask"),
+    case(lambda x, i: x.take(i), R(3, 4), A([12], np.int64), id="take_out_of_range"),
+    case(lambda x, i: x.gather(1, i), R(3, 4), A([[-1]], np.int64), id="gather_negative"),
+    case(lambda x, i: x.gather(0, i), R(3, 4), I(3, 5, high=3), id="gather_index_too_wide"),
+    case(lambda x, i, s: x.scatter(1, i, s), R(3, 4), I(3, 5, high=4), R(3, 4), id="scatter_index_larger_than_src"),
+    case(lambda x, i: x.index_select(0, i), R(3, 4), A([-1], np.int64), id="index_select_negative"),
+    case(lambda x, i: x.index_select(0, i), R(3, 4), A([3], np.int64), id="index_select_out_of_range"),
+    case(lambda x: x[:, L.tensor([True, False, True])], R(3, 4), id="mask_wrong_size_dim1"),
+    case(lambda x, v: _set(1)(x, v), R(4, 5), R(4), id="setitem_shape_mismatch"),
+    case(lambda x, i, s: x.index_add(0, i, s), R(3, 4), IDX, R(2, 4), id="index_add_mismatch"),
+]
+
+
+@run_cases(INDEX_ERRORS)
+def test_indexing_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+MATMUL_SHAPES = [
+    ((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3,)), ((3,), (5, 3, 4)),
+    ((5, 2, 3), (3, 4)), ((2, 3), (5, 3, 4)), ((5, 2, 3), (5, 3, 4)), ((2, 1, 2, 3), (5, 3, 4)),
+    ((4, 1, 2, 3), (1, 5, 3, 2)), ((1, 2, 3), (6, 3, 1)), ((0, 3), (3, 2)), ((2, 0), (0, 3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+@pytest.mark.parametrize("sa,sb", MATMUL_SHAPES, ids=[f"{a}@{b}" for a, b in MATMUL_SHAPES])
+def test_matmul_every_rank(sa, sb, dtype):
+    helper(lambda a, b: a @ b, R(*sa, dtype=dtype), R(*sb, dtype=dtype))
+    helper(lambda a, b: L.matmul(a, b), R(*sa, dtype=dtype), R(*sb, dtype=dtype), grad=[1])
+
+
+LINALG_CASES = [
+    case(lambda a, b: L.mm(a, b), R(2, 3), R(3, 4), id="mm"),
+    case(lambda a, b: a.mm(b), R(2, 3, dtype=F32), R(3, 4, dtype=F32), id="mm_f32"),
+    case(lambda a, b: L.bmm(a, b), R(5, 2, 3), R(5, 3, 4), id="bmm"),
+    case(lambda a, b: L.mv(a, b), R(2, 3), R(3), id="mv"),
+    case(lambda a, b: L.dot(a, b), R(3), R(3), id="dot"),
+    case(lambda a, b: a.dot(b), I(3), I(3), id="dot_int"),
+    case(lambda a, b: L.inner(a, b), R(3), R(3), id="inner_1d"),
+    case(lambda a, b: L.inner(a, b), R(2, 3), R(4, 3), id="inner_2d"),
+    case(lambda a, b: L.inner(a, b), R(2, 5, 3), R(4, 3), id="inner_3d_2d"),
+    case(lambda a, b: L.inner(a, b), R(2, 3), R(4, 2, 3), id="inner_2d_3d"),
+    case(lambda a, b: L.inner(a, b), A(2.0), R(4, 3), id="inner_scalar"),
+    case(lambda a, b: L.outer(a, b), R(3), R(4), id="outer"),
+    case(lambda a, b: a.outer(b), I(3), R(4), id="outer_promote"),
+    case(lambda a, b: L.ger(a, b), R(3), R(4), id="ger"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(2, 4), R(2, 3), R(3, 4), id="addmm"),
+    case(lambda c, a, b: L.addmm(c, a, b, beta=0.5, alpha=2.0), R(4), R(2, 3), R(3, 4), id="addmm_bcast_beta_alpha"),
+    case(lambda c, a, b: L.addmm(c, a, b, beta=0), R(2, 4), R(2, 3), R(3, 4), id="addmm_beta0"),
+    case(lambda c, a, b: L.addmv(c, a, b, alpha=3), R(2), R(2, 3), R(3), id="addmv"),
+    case(lambda c, a, b: L.baddbmm(c, a, b, beta=2), R(5, 2, 4), R(5, 2, 3), R(5, 3, 4), id="baddbmm"),
+    case(lambda a, b: L.einsum("ij,jk->ik", a, b), R(2, 3), R(3, 4), id="einsum_mm"),
+    case(lambda a, b: L.einsum("ij,jk", a, b), R(2, 3), R(3, 4), id="einsum_implicit"),
+    case(lambda a, b: L.einsum("bij,bjk->bik", a, b), R(5, 2, 3), R(5, 3, 4), id="einsum_bmm"),
+    case(lambda a, b: L.einsum("i,j->ij", a, b), R(3), R(4), id="einsum_outer"),
+    case(lambda a, b: L.einsum("i,i->", a, b), R(3), R(3), id="einsum_dot"),
+    case(lambda a: L.einsum("ij->ji", a), R(2, 3), id="einsum_transpose"),
+    case(lambda a: L.einsum("ijk->", a), R(2, 3, 4), id="einsum_sum_all"),
+    case(lambda a: L.einsum("ijk->j", a), R(2, 3, 4), id="einsum_sum_some"),
+    case(lambda a, b: L.einsum("...ij,...jk->...ik", a, b), R(5, 2, 3), R(5, 3, 4), id="einsum_ellipsis"),
+    case(lambda a, b: L.einsum("...ij,jk->...ik", a, b), R(6, 5, 2, 3), R(3, 4), id="einsum_ellipsis_one_side"),
+    case(lambda a, b: L.einsum("b...,b->...", a, b), R(3, 2, 4), R(3), id="einsum_ellipsis_trailing"),
+    case(lambda a, b: L.einsum("...i,...i->...", a, b), R(2, 1, 3), R(4, 3), id="einsum_ellipsis_bcast"),
+    case(lambda a, w, b: L.einsum("bn,anm,bm->ba", a, w, b), R(2, 3), R(4, 3, 5), R(2, 5), id="einsum_bilinear"),
+    case(lambda a, b, c: L.einsum("ij,jk,kl->il", a, b, c), R(2, 3), R(3, 4), R(4, 2), id="einsum_chain"),
+    case(lambda a, b: L.einsum("ij , jk -> ik", a, b), R(2, 3), R(3, 4), id="einsum_spaces"),
+    case(lambda a, b: L.einsum("ij,jk->ik", [a, b]), R(2, 3), R(3, 4), id="einsum_list"),
+    case(lambda a, b: L.einsum("ab,cd->abcd", a, b), R(2, 3), R(2, 2), id="einsum_outer_2d"),
+    case(lambda a, b: L.einsum("ij,ij->i", a, b), R(3, 1), R(3, 4), id="einsum_size1_bcast"),
+    case(lambda a: L.einsum("ii->i", a), R(3, 3), id="einsum_diagonal", check_grad=False),
+    case(lambda a: L.einsum("ii", a), R(3, 3), id="einsum_trace", check_grad=False),
+]
+
+
+@run_cases(LINALG_CASES)
+def test_linalg(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+LINALG_ERRORS = [
+    case(lambda a, b: a @ b, R(2, 3), R(4, 5), id="matmul_mismatch"),
+    case(lambda a, b: a @ b, R(3), R(4), id="matmul_1d_mismatch"),
+    case(lambda a, b: a @ b, A(2.0), R(3), id="matmul_0d"),
+    case(lambda a, b: a @ b, R(2, 2, 3), R(3, 3, 4), id="matmul_batch_mismatch"),
+    case(lambda a, b: a @ b, R(2, 3), I(3, 4), id="matmul_dtype_mismatch"),
+    case(lambda a, b: L.mm(a, b), R(2, 3), R(3), id="mm_1d"),
+    case(lambda a, b: L.bmm(a, b), R(2, 2, 3), R(3, 3, 4), id="bmm_batch"),
+    case(lambda a, b: L.dot(a, b), R(2, 3), R(3), id="dot_2d"),
+    case(lambda a, b: L.dot(a, b), R(3), R(4), id="dot_mismatch"),
+    case(lambda a, b: L.einsum("ij,jk->ik", a, b), R(2, 3), R(4, 5), id="einsum_mismatch"),
+    case(lambda a, b: L.einsum("ij,jk->ik", a), R(2, 3), R(4, 5), id="einsum_operand_count"),
+    case(lambda a: L.einsum("ij->ijk", a), R(2, 3), id="einsum_output_unknown"),
+    case(lambda a: L.einsum("ijk->ij", a), R(2, 3), id="einsum_too_many_subscripts"),
+]
+
+
+@run_cases(LINALG_ERRORS)
+def test_linalg_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+def test_matmul_error_names_both_shapes():
+    e = helper_raises(lambda a, b: a @ b, R(2, 3), R(4, 5))
+    assert "2x3" in str(e) and "4x5" in str(e)
+
+
+# ----------------------------------------------------------------------------- softmax and losses
+
+NN_CASES = [
+    case(lambda x: x.softmax(-1), R(3, 4), id="softmax"),
+    case(lambda x: L.softmax(x, 0), R(3, 4, 2), id="softmax_dim0"),
+    case(lambda x: L.nn.functional.softmax(x, dim=1), R(3, 4, 2, dtype=F32), id="softmax_f32"),
+    case(lambda x: x.softmax(1, dtype=L.float64), R(3, 4, dtype=F32), id="softmax_dtype"),
+    case(lambda x: x.softmax(-1), A([[1000.0, 0.0, -1000.0], [-math.inf, 0.0, 1.0]]), id="softmax_extreme"),
+    case(lambda x: x.softmax(0), A(2.0), id="softmax_0d"),
+    case(lambda x: x.log_softmax(-1), R(3, 4), id="log_softmax"),
+    case(lambda x: L.log_softmax(x, 1), R(3, 4, 2, dtype=F32), id="log_softmax_f32"),
+    case(lambda x: L.nn.functional.log_softmax(x, -1), A([[1000.0, 0.0, -1000.0], [-math.inf, 0.0, 1.0]]),
+         id="log_softmax_extreme"),
+    case(lambda x: L.nn.functional.softmin(x, 1), R(3, 4), id="softmin"),
+    case(lambda x, y: L.nn.functional.mse_loss(x, y), R(3, 4), R(3, 4), id="mse"),
+    case(lambda x, y: L.nn.functional.mse_loss(x, y, reduction="sum"), R(3, 4), R(3, 4), id="mse_sum"),
+    case(lambda x, y: L.nn.functional.mse_loss(x, y, reduction="none"), R(3, 4), R(3, 4), id="mse_none"),
+    case(lambda x, y: L.nn.functional.l1_loss(x, y), R(3, 4), R(3, 4), id="l1"),
+    case(lambda x, y: L.nn.functional.l1_loss(x, y, reduction="none"), R(3, 4, dtype=F32), R(3, 4, dtype=F32),
+         id="l1_none_f32"),
+    case(lambda x, y: L.nn.functional.smooth_l1_loss(x, y), R(3, 4), R(3, 4), id="smooth_l1"),
+    case(lambda x, y: L.nn.functional.smooth_l1_loss(x, y, beta=0.5, reduction="sum"), R(3, 4), R(3, 4),
+         id="smooth_l1_beta"),
+    case(lambda x, y: L.nn.functional.smooth_l1_loss(x, y, beta=0.0), R(3, 4), R(3, 4), id="smooth_l1_beta0"),
+    case(lambda x, y: L.nn.functional.huber_loss(x, y, delta=0.7), R(3, 4), R(3, 4), id="huber"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(4, 5), I(4), id="ce"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, reduction="sum"), R(4, 5), I(4), id="ce_sum"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, reduction="none"), R(4, 5), I(4), id="ce_none"),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t, weight=w), R(4, 5), I(4), P(5), id="ce_weight",
+         grad=[0]),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, ignore_index=2), R(6, 5), A([2, 0, 2, 4, 1, 2], np.int64),
+         id="ce_ignore"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, ignore_index=-100), R(3, 5), A([-100, 0, 4], np.int64),
+         id="ce_ignore_default"),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t, weight=w, ignore_index=1, reduction="none"), R(4, 5),
+         A([1, 0, 3, 1], np.int64), P(5), id="ce_weight_ignore_none", grad=[0]),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, label_smoothing=0.1), R(4, 5), I(4), id="ce_smooth"),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t, weight=w, label_smoothing=0.2), R(4, 5), I(4), P(5),
+         id="ce_smooth_weight", grad=[0]),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t, weight=w, label_smoothing=0.2, ignore_index=0,
+                                                       reduction="sum"),
+         R(4, 5), A([0, 1, 2, 0], np.int64), P(5), id="ce_smooth_weight_ignore_sum", grad=[0]),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t, weight=w, label_smoothing=0.2, ignore_index=0,
+                                                       reduction="none"),
+         R(4, 5), A([0, 1, 2, 0], np.int64), P(5), id="ce_smooth_weight_ignore_none", grad=[0]),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t.softmax(1)), R(4, 5), R(4, 5), id="ce_probs"),
+    case(lambda x, t, w: L.nn.functional.cross_entropy(x, t.softmax(1), weight=w), R(4, 5), R(4, 5), P(5),
+         id="ce_probs_weight", grad=[0, 1]),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t.softmax(1), label_smoothing=0.3), R(4, 5), R(4, 5),
+         id="ce_probs_smooth"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t.softmax(1), reduction="none"), R(4, 5, 2), R(4, 5, 2),
+         id="ce_probs_3d_none"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t.softmax(1), reduction="sum"), R(4, 5), R(4, 5),
+         id="ce_probs_sum"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(2, 5, 3, 2), I(2, 3, 2), id="ce_spatial"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t, reduction="none", label_smoothing=0.1), R(2, 5, 3),
+         I(2, 3), id="ce_spatial_none_smooth"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(5), A(3, np.int64), id="ce_unbatched"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(4, 5, dtype=F32), I(4), id="ce_f32"),
+    case(lambda x, t: L.nn.functional.nll_loss(x.log_softmax(1), t), R(4, 5), I(4), id="nll"),
+    case(lambda x, t, w: L.nn.functional.nll_loss(x, t, weight=w, ignore_index=3), R(6, 5),
+         A([3, 0, 1, 4, 3, 2], np.int64), P(5), id="nll_weight_ignore", grad=[0]),
+    case(lambda x, t: L.nn.functional.nll_loss(x, t, reduction="sum"), R(4, 5), I(4), id="nll_sum"),
+    case(lambda x, t: L.nn.functional.nll_loss(x, t, reduction="none"), R(4, 5), I(4), id="nll_none"),
+    case(lambda x, t: L.nn.functional.nll_loss(x, t, reduction="none"), R(5), A(3, np.int64), id="nll_unbatched_none"),
+    case(lambda x, t: L.nn.functional.nll_loss(x, t), R(2, 5, 3), I(2, 3), id="nll_spatial"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x, t), U(3, 4, low=0.05, high=0.95), U(3, 4, low=0, high=1),
+         id="bce"),
+    case(lambda x, t, w: L.nn.functional.binary_cross_entropy(x, t, weight=w, reduction="sum"),
+         U(3, 4, low=0.05, high=0.95), U(3, 4, low=0, high=1), P(4), id="bce_weight", grad=[0, 1]),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x, t, reduction="none"), A([0.0, 1.0, 0.5]),
+         A([0.0, 1.0, 1.0]), id="bce_edges"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x, t), A([0.0, 1.0, 0.5]), A([1.0, 0.0, 1.0]),
+         id="bce_clamped_log"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x.sigmoid(), t), R(3, 4, dtype=F32) * 40,
+         U(3, 4, low=0, high=1, dtype=F32), id="bce_saturated_f32"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy_with_logits(x, t), R(3, 4), U(3, 4, low=0, high=1),
+         id="bce_logits"),
+    case(lambda x, t, p: L.nn.functional.binary_cross_entropy_with_logits(x, t, pos_weight=p), R(3, 4),
+         U(3, 4, low=0, high=1), P(4), id="bce_logits_pos_weight", grad=[0, 1]),
+    case(lambda x, t, w, p: L.nn.functional.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=p,
+                                                                             reduction="none"),
+         R(3, 4) * 30, U(3, 4, low=0, high=1), P(3, 1), P(4), id="bce_logits_weight_pos_weight_large", grad=[0, 1]),
+    case(lambda x, t: L.nn.functional.kl_div(x.log_softmax(1), t.softmax(1), reduction="batchmean"), R(3, 4), R(3, 4),
+         id="kl_div"),
+    case(lambda x, t: L.nn.functional.kl_div(x, t, reduction="sum", log_target=True), R(3, 4), R(3, 4),
+         id="kl_div_log_target"),
+    case(lambda x: L.nn.functional.one_hot(x, 5), I(4), id="one_hot"),
+    case(lambda x: L.nn.functional.one_hot(x), I(2, 3), id="one_hot_infer"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(2, 3), R(4, 3), R(4), id="linear"),
+    case(lambda x: L.nn.functional.normalize(x, dim=1), R(3, 4), id="normalize"),
+    case(lambda x, y: L.nn.functional.cosine_similarity(x, y), R(3, 4), R(3, 4), id="cosine_similarity"),
+    case(lambda x: L.nn.functional.pad(x, (1, 2, 0, 1), value=0.5), R(2, 3), id="pad"),
+]
+
+
+@run_cases(NN_CASES)
+def test_softmax_and_losses(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+NN_ERRORS = [
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(4, 5), A([0, 1, 5, 2], np.int64), id="ce_target_oob"),
+    case(lambda x, t: L.nn.functional.cross_entropy(x, t), R(4, 5), I(3), id="ce_batch_mismatch"),
+    case(lambda x, t: L.nn.functional.nll_loss(x, t), R(4, 5), R(4), id="nll_float_target"),
+    case(lambda x, t: L.nn.functional.mse_loss(x, t), R(4, 5), R(3, 5), id="mse_shape_mismatch"),
+    case(lambda x: L.nn.functional.one_hot(x, 3), I(4, low=3, high=5), id="one_hot_oob"),
+    case(lambda x: L.nn.functional.one_hot(x, 3), I(4, low=-2, high=0), id="one_hot_negative"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x, t), U(3, low=0.1), U(2, low=0.1), id="bce_size"),
+    case(lambda x, t: L.nn.functional.binary_cross_entropy(x, t), A([1.5]), A([1.0]), id="bce_out_of_range"),
+]
+
+
+@run_cases(NN_ERRORS)
+def test_loss_errors(fn, inputs, kw):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        helper_raises(fn, *inputs, **kw)

@@ -78,6 +78,8 @@ CASES = {
     "einsum": (lambda a, b: torch.einsum("bij,jk->bik", a, b), [N(2, 3, 4), N(4, 5)]),
     "softmax": (lambda x: torch.softmax(x, 1) * torch.arange(4.0), [N(3, 4)]),
     "log_softmax": (lambda x: torch.log_softmax(x, 0) * torch.arange(4.0), [N(3, 4)]),
+    "binary_cross_entropy": (lambda x, t: F.binary_cross_entropy(x.sigmoid(), t.sigmoid(), reduction="none"),
+                             [N(3, 4), N(3, 4)]),
     "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), [N(1, 2, 5, 5), N(3, 2, 3, 3)]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [N(1, 2, 4, 4)]),

@@ -52,6 +52,11 @@ def one_hot(tensor, num_classes=-1):
     from ..creation import arange
     if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if tensor._data is not None and tensor.numel():
+        if int(tensor.min().item()) < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if num_classes != -1 and int(tensor.max().item()) >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
     if num_classes == -1:
         num_classes = int(tensor.max().item()) + 1
     return (S.unsqueeze(tensor, -1) == arange(num_classes)).long()
@@ -201,7 +206,13 @@ def cross_entropy_from_logp(logp, target, weight, ignore_index, reduction, label
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
-    loss = -(target * E.clamp(E.log(input), min=-100) + (1 - target) * E.clamp(E.log(1 - input), min=-100))
+    from ..ops.registry import apply, OPS
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"Using a target size ({tuple(target.shape)}) that is different to the input size "
+                         f"({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+    if input._data is not None and input.numel() and not bool(((input >= 0) & (input <= 1)).all()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    loss = apply(OPS["binary_cross_entropy"], input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)

@@ -106,6 +106,8 @@ def _prepare(x, index):
             if t.dtype is D.bool_ or t.dtype is D.uint8:
                 # boolean mask: its True positions become index tensors (data-dependent shape)
                 t._concrete("boolean-mask indexing (its result's shape depends on the mask's values)")
+                if not any(i is Ellipsis for i in index):
+                    _check_mask(x, t, dim)
                 for nz in np.nonzero(t._data):
                     spec.append(_T(len(tensors)))
                     tensors.append(Tensor._wrap(nz.astype(np.int64)))
@@ -135,6 +137,14 @@ def _prepare(x, index):
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     _check_ints(x, spec)
     return tuple(spec), tensors
+
+
+def _check_mask(x, m, dim):
+    want = tuple(x.shape[dim:dim + m.ndim])
+    for k, (a, b) in enumerate(zip(m.shape, want)):
+        if a != b:
+            raise IndexError(f"The shape of the mask {list(m.shape)} at index {k} does not match the shape of the "
+                             f"indexed tensor {list(x.shape)} at index {dim + k}")
 
 
 def _int(v):
@@ -200,6 +210,8 @@ def index_select(input, dim, index):
     d = norm_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
+    if index._data is not None and index.numel() and (int(index.min()) < 0 or int(index.max()) >= input.shape[d]):
+        raise IndexError("index out of range in self")
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 
@@ -223,7 +235,8 @@ def masked_fill(input, mask, value):
     from .elementwise import where
     if mask.dtype is not D.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype {mask.dtype.name}")
-    return where(mask, value, input)
+    out = where(mask, value, input)
+    return out if out.dtype is input.dtype else out.to(input.dtype)  # the value is cast to input's dtype
 
 
 def masked_select(input, mask):
@@ -235,7 +248,9 @@ def masked_select(input, mask):
 def nonzero(input, *, as_tuple=False):
     input._concrete("nonzero() (its result's shape depends on the tensor's values)")
     from .._tensor import Tensor
-    nz = np.nonzero(input._data)
+    nz = np.nonzero(np.atleast_1d(input._data))
+    if input.ndim == 0 and not as_tuple:  # PyTorch: shape (1, 0) or (0, 0)
+        return Tensor._wrap(np.zeros((len(nz[0]), 0), np.int64))
     if as_tuple:
         return tuple(Tensor._wrap(i.astype(np.int64)) for i in nz)
     return Tensor._wrap(np.stack(nz, axis=1).astype(np.int64) if nz else np.zeros((1, 0), np.int64))
@@ -257,7 +272,16 @@ def _grid(index, dim):
     return tuple(g)
 
 
+def _check_bounds(index, size, dim):
+    """PyTorch's gather/scatter take no negative (wrapping) indices: every index is in [0, size)."""
+    if index.size:
+        lo, hi = index.min(), index.max()
+        if lo < 0 or hi >= size:
+            raise RuntimeError(f"index {lo if lo < 0 else hi} is out of bounds for dimension {dim} with size {size}")
+
+
 def _gather_np(x, index, dim):
+    _check_bounds(index, x.shape[dim] if x.ndim else 1, dim)
     if x.ndim == 0:
         return x[()] if index.ndim == 0 else np.broadcast_to(x, index.shape).copy()
     return x[_grid(index, dim)]
@@ -266,6 +290,10 @@ def _gather_np(x, index, dim):
 def _gather_meta(x, index, dim):
     if index.ndim != x.ndim and x.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    for d, (i, s) in enumerate(zip(index.shape, x.shape)):
+        if d != dim and i > s:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be no "
+                               f"larger than self {list(x.shape)} apart from dimension {dim}")
     return AVal(index.shape, x.dtype)
 
 
@@ -285,6 +313,7 @@ def _src_region(src, index):
 
 
 def _scatter_np(x, index, src, dim, reduce=None):
+    _check_bounds(index, x.shape[dim] if x.ndim else 1, dim)
     out = x.copy()
     key = _grid(index, dim)
     v = _src_region(src, index)
@@ -315,12 +344,25 @@ def _scatter_vjp(c, g):
     return gx, None, gs
 
 
-defop("scatter", _scatter_np, lambda x, index, src, dim, reduce=None: AVal(x.shape, x.dtype), _scatter_vjp,
-      kind="index", saves="i")
+def _scatter_meta(x, index, src, dim, reduce=None):
+    src_shape = getattr(src, "shape", None)
+    if index.ndim != x.ndim or (src_shape is not None and len(src_shape) != index.ndim and x.ndim):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if any((d != dim and i > s) or (src_shape is not None and i > src_shape[d])
+           for d, (i, s) in enumerate(zip(index.shape, x.shape))):
+        raise RuntimeError(f"Expected index {list(index.shape)} to be no larger than self {list(x.shape)} apart from "
+                           f"dimension {dim}" + (f" and to be no larger size than src {list(src_shape)}"
+                                                 if src_shape is not None else ""))
+    return AVal(x.shape, x.dtype)
+
+
+defop("scatter", _scatter_np, _scatter_meta, _scatter_vjp, kind="index", saves="i")
 
 
 def gather(input, dim, index, *, sparse_grad=False):
-    return apply(OPS["gather"], input, index, dim=norm_dim(dim, input.ndim))
+    d = norm_dim(dim, input.ndim)
+    _gather_meta(input, index, d)  # eager runs no shape rule: raise its errors here
+    return apply(OPS["gather"], input, index, dim=d)
 
 
 def take_along_dim(input, indices, dim=None):
@@ -339,13 +381,16 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     if src is None:
         src = value
     attrs = {"dim": norm_dim(dim, input.ndim)}
+    _scatter_meta(input, index, src, attrs["dim"])  # eager runs no shape rule: raise its errors here
     if reduce is not None:
         attrs["reduce"] = reduce
     return apply(OPS["scatter"], input, index, src, **attrs)
 
 
 def scatter_add(input, dim, index, src):
-    return apply(OPS["scatter"], input, index, src, dim=norm_dim(dim, input.ndim), reduce="add")
+    d = norm_dim(dim, input.ndim)
+    _scatter_meta(input, index, src, d)
+    return apply(OPS["scatter"], input, index, src, dim=d, reduce="add")
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):

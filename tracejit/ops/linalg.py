@@ -91,8 +91,14 @@ vdot = dot
 def inner(input, other):
     if input.ndim == 0 or other.ndim == 0:
         return input * other
-    return matmul(input, _mT(other) if other.ndim > 1 else other) if other.ndim <= 2 else \
-        einsum("...i,...i->...", input, other)
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                           f"{list(input.shape)} and {list(other.shape)}")
+    if other.ndim <= 2:
+        return matmul(input, _mT(other) if other.ndim > 1 else other)
+    # contract the last dims: out shape is input.shape[:-1] + other.shape[:-1]
+    out = matmul(input, _mT(other.reshape(-1, other.shape[-1])))
+    return out.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
 
 
 def outer(input, vec2):
@@ -102,20 +108,27 @@ def outer(input, vec2):
 ger = outer
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    prod = mm(mat1, mat2)
+def _add_scaled(input, prod, beta, alpha):
+    """beta * input + alpha * prod; beta == 0 ignores input's values (nan/inf), as PyTorch does."""
     if alpha != 1:
         prod = prod * alpha
-    return prod + (input if beta == 1 else input * beta) if beta != 0 else prod
+    if beta == 0:
+        from .shape_ops import expand
+        from .registry import broadcast_shapes
+        return expand(prod, broadcast_shapes(input.shape, prod.shape))
+    return prod + (input if beta == 1 else input * beta)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    return _add_scaled(input, mm(mat1, mat2), beta, alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
-    return addmm(input, mat, vec.reshape(-1, 1), beta=beta, alpha=alpha).reshape(-1) if input.ndim == 1 \
-        else input * beta + alpha * mv(mat, vec)
+    return _add_scaled(input, mv(mat, vec), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    return input * beta + alpha * bmm(batch1, batch2)
+    return _add_scaled(input, bmm(batch1, batch2), beta, alpha)
 
 
 # ----------------------------------------------------------------------------- einsum
@@ -128,14 +141,18 @@ def _parse(eq, ndims):
         raise RuntimeError(f"einsum(): {len(terms)} operands in the equation but {len(ndims)} given")
     letters = sorted(set("".join(terms).replace(".", "")))
     free = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in letters]
-    ell = None
+    for t, n in zip(terms, ndims):
+        if len(t.replace("...", "")) > n or ("..." not in t and len(t) != n):
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(t.replace('...', ''))}) "
+                               f"does not match the number of dimensions ({n}) for an operand")
+    # ellipsis dims are right-aligned across operands (they broadcast like ordinary dims)
+    ks = [n - (len(t) - 3) for t, n in zip(terms, ndims) if "..." in t]
+    ell = "".join(free[:max(ks)]) if ks else None
     out_terms = []
     for t, n in zip(terms, ndims):
         if "..." in t:
             k = n - (len(t) - 3)
-            if ell is None or k > len(ell):
-                ell = "".join(free[:k])
-            t = t.replace("...", "".join(free[:k])[len(ell) - k:] if ell else "")
+            t = t.replace("...", ell[len(ell) - k:])
         out_terms.append(t)
     if not _:
         counts = {}
@@ -145,6 +162,10 @@ def _parse(eq, ndims):
         rhs = (ell or "") + "".join(ch for ch in letters if counts.get(ch) == 1)
     else:
         rhs = rhs.replace("...", ell or "")
+        for ch in rhs:
+            if ch not in "".join(out_terms):
+                raise RuntimeError(f"einsum(): output subscript {ch} does not appear in the equation for any input "
+                                   f"operand")
     return out_terms, rhs
 
 
@@ -159,6 +180,14 @@ def _einsum_meta(*xs, terms, out):
 
 
 def _einsum_np(*xs, terms, out):
+    sizes = {}
+    for t, x in zip(terms, xs):
+        for ch, s in zip(t, x.shape):
+            if s != 1:
+                sizes[ch] = s
+    # numpy's einsum does not broadcast size-1 subscripts; PyTorch does
+    xs = [x if all(s == sizes.get(ch, s) for ch, s in zip(t, x.shape)) else
+          np.broadcast_to(x, tuple(sizes.get(ch, s) for ch, s in zip(t, x.shape))) for t, x in zip(terms, xs)]
     return np.einsum(",".join(terms) + "->" + out, *xs, optimize=len(xs) > 2)
 
 
@@ -177,9 +206,13 @@ def _einsum_vjp(c, g):
         avail = set(out).union(*[set(tt) for tt, _ in others])
         keep = "".join(ch for ch in t if ch in avail)
         gi = einsum_terms([out] + [tt for tt, _ in others], keep, g, *[x for _, x in others])
-        if keep != t:  # subscripts summed away only in this operand: broadcast the gradient over them
-            shape = [c.shapes[i][t.index(ch)] if ch not in avail else gi.shape[keep.index(ch)] for ch in t]
-            gi = gi.reshape([gi.shape[keep.index(ch)] if ch in avail else 1 for ch in t]).expand(shape)
+        # subscripts summed away only in this operand, or size 1 elsewhere (broadcast): expand the gradient
+        full = [gi.shape[keep.index(ch)] if ch in avail else 1 for ch in t]
+        if keep != t:
+            gi = gi.reshape(full)
+        want = [s if f == 1 else f for f, s in zip(full, c.shapes[i])]
+        if want != full:
+            gi = gi.expand(want)
         grads.append(gi)
     return tuple(grads)
 

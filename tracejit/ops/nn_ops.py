@@ -1,4 +1,6 @@
-"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets)."""
+"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets), and the
+binary cross entropy, a primitive because PyTorch's derivative at the clamped edges (x = 0 or 1) is not
+the derivative of its clamped formula."""
 import numpy as np
 
 from .registry import AVal, apply, defop, norm_dim, OPS
@@ -30,6 +32,32 @@ def _log_softmax_vjp(c, g):
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
 defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o")
 defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o")
+
+
+def _bce_np(x, t):
+    from .. import _dtype as D
+    dt = D.result_type(AVal(x.shape, D._FROM_NP[x.dtype]), AVal(t.shape, D._FROM_NP[t.dtype])).np
+    x, t = x.astype(dt, copy=False), t.astype(dt, copy=False)
+    lo = dt.type(-100)
+    return -(t * np.maximum(np.log(x), lo) + (1 - t) * np.maximum(np.log1p(-x), lo))
+
+
+def _bce_meta(x, t):
+    from .. import _dtype as D
+    from .registry import broadcast_shapes
+    return AVal(broadcast_shapes(x.shape, t.shape), D.result_type(x, t))
+
+
+def _bce_vjp(c, g):
+    # PyTorch: d/dx = (x - t) / max(x (1 - x), 1e-12); d/dt = log(1 - x) - log(x), both unclamped
+    from .elementwise import clamp, log, log1p
+    x, t = c.inputs
+    gx = g * (x - t) / clamp(x * (1 - x), min=1e-12) if c.next_functions[0] is not None else None
+    gt = g * (log1p(-x) - log(x)) if c.next_functions[1] is not None else None
+    return gx, gt
+
+
+defop("binary_cross_entropy", _bce_np, _bce_meta, _bce_vjp, kind="elementwise", saves="i")
 
 
 def _prep(input, dim, dtype):

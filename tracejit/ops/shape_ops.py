@@ -335,10 +335,14 @@ def narrow(input, dim, start, length):
     d = norm_dim(dim, input.ndim)
     size = input.shape[d]
     start = int(start)
+    if not -size <= start <= size:
+        raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
     if start < 0:
         start += size
-    if not (0 <= start <= size and 0 <= length and start + length <= size):
-        raise IndexError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
     from .indexing import slice_dim
     return slice_dim(input, d, start, start + length)
 
