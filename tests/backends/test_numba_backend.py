@@ -198,3 +198,21 @@ def test_second_process_compiles_nothing(tmp_path):
                                       check=True, cwd=ROOT).stdout.strip().splitlines()[-1]) for _ in range(2)]
     assert runs[0]["compiled"] >= 1
     assert runs[1]["compiled"] == 0 and runs[1]["loaded"] >= 1
+
+
+def test_concurrent_calls_from_threads_get_their_own_buffers():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fn(x):
+        a = tracejit.exp(x * 0.5)
+        return (a.sum(1, keepdim=True) * a).sum(0)
+
+    tf = tracejit.trace(fn, backend="numba")
+    xs = [tracejit.randn(64, 256) for _ in range(8)]
+    want = [fn(x).numpy() for x in xs]
+    tf(xs[0])
+    with ThreadPoolExecutor(4) as ex:
+        for _ in range(5):
+            got = list(ex.map(lambda x: tf(x).numpy(), xs))
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-5)

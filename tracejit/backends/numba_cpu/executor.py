@@ -35,7 +35,10 @@ class CompiledGraph:
                 slot_of(o)
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
-        self._bufs = set()
+        self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
+        self._buf_specs = []       # (size, numpy dtype, shape) per intermediate buffer
+        self._nslots = len(slot)
+        self._pool = []            # free buffer sets: one per concurrent call (normally exactly one)
         steps = []
         for n in graph.nodes:
             if n.op.kind == "fused":
@@ -54,7 +57,8 @@ class CompiledGraph:
             else:
                 outs.append((False, v, False))
         self._outs = outs
-        self._check_alias = bool(self._bufs) and any(c for _, _, c in outs)
+        self._check_alias = bool(self._buf_specs) and any(c for _, _, c in outs)
+        self._pool.append(self._alloc())
 
     def _fused_step(self, n, slot, returned, fastmath):
         k = len(self.kernels)
@@ -68,27 +72,27 @@ class CompiledGraph:
         extra = ks.extra_args
         size = ks.size
         # outputs: reused buffers (intermediates) or fresh arrays (returned to the caller)
+        # a buffer lives in two env slots after the values: flat array, then its N-d view
         fixed = []
         for o in n.outputs:
             if id(o) in returned:
                 fixed.append(None)
             else:
-                buf = np.empty(size, o.dtype.np)
-                self._bufs.add(id(buf))
-                fixed.append((buf, buf.reshape(o.shape)))
+                fixed.append(len(slot) + 2 * len(self._buf_specs))
+                self._buf_specs.append((size, o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         _warm(name, disp, n, ks)
 
         if len(n.outputs) == 1 and fixed[0] is not None:
-            (flat, view), = fixed
+            fb, = fixed
             o0 = out_slots[0]
 
             def step(env):
                 try:
-                    disp(*[env[s].reshape(-1) for s in in_slots], flat, *extra)
+                    disp(*[env[s].reshape(-1) for s in in_slots], env[fb], *extra)
                 except Exception as e:
                     raise _kernel_error(name, e) from None
-                env[o0] = view
+                env[o0] = env[fb + 1]
             return step
 
         last = [None] * len(out_slots)      # the array each returned output got last call
@@ -106,31 +110,43 @@ class CompiledGraph:
                     env[s] = a
                     flats.append(a.reshape(-1))
                 else:
-                    env[s] = f[1]
-                    flats.append(f[0])
+                    env[s] = env[f + 1]
+                    flats.append(env[f])
             try:
                 disp(*[env[s].reshape(-1) for s in in_slots], *flats, *extra)
             except Exception as e:
                 raise _kernel_error(name, e) from None
         return step
 
+    def _alloc(self):
+        bufs = []
+        for size, dt, shape in self._buf_specs:
+            b = np.empty(size, dt)
+            self._bufids.add(id(b))
+            bufs += [b, b.reshape(shape)]
+        return bufs
+
     def __call__(self, arrays):
-        env = self._template.copy()
+        # a call takes a buffer set from the pool (a concurrent call finds it empty and gets its own)
+        pool = self._pool
+        bufs = pool.pop() if pool else self._alloc()
+        env = self._template + bufs
         for s, a in zip(self._in_slots, arrays):
             env[s] = a
         for step in self._steps:
             step(env)
         res = [env[x] if is_slot else x for is_slot, x, _ in self._outs]
         if self._check_alias:
-            bufs = self._bufs
+            ids = self._bufids
             for j, (is_slot, _, check) in enumerate(self._outs):
                 if check:
                     b = res[j]
                     while isinstance(b, np.ndarray):
-                        if id(b) in bufs:
+                        if id(b) in ids:
                             res[j] = res[j].copy()
                             break
                         b = b.base
+        pool.append(bufs)
         return res
 
     def source(self):
