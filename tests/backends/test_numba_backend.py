@@ -115,6 +115,7 @@ def test_fused_chain_is_one_kernel_and_readable():
     assert "fused_0" in text and "| " in text and "tanh" in text
     src = compiled.source()
     assert "tanh(" in src and "np.float32(0.5)" in src and "@numba.njit" in src
+    assert "cluster_fused_0" in g.to_dot()
 
 
 def test_multi_output_fusion_and_convexity():
@@ -216,3 +217,27 @@ def test_concurrent_calls_from_threads_get_their_own_buffers():
             got = list(ex.map(lambda x: tf(x).numpy(), xs))
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def test_non_contiguous_zero_dim_and_scalar_inputs():
+    def fn(a, b, s):
+        t = a.t() * 2 + b          # a transposed (non-contiguous) input
+        return tracejit.sigmoid(t) * s, (t > s).to(tracejit.int32) + 1, s * 3
+
+    a, b, s = tracejit.randn(5, 4), tracejit.randn(4, 5), tracejit.tensor(0.25)
+    for p, q in zip(*both(fn, a, b, s)):
+        assert_same(p, q)
+
+
+def test_corrupt_cache_entry_is_rewritten(tmp_path, monkeypatch):
+    from tracejit.backends.numba_cpu import cache
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    src = "import numba\n\n@numba.njit(cache=True)\ndef kernel(a):\n    return a + 1\n# corrupt-test\n"
+    mod = cache.load_module(src, "test")
+    path = mod.__file__
+    with open(path, "w") as f:
+        f.write("this is not python (")
+    import sys
+    del sys.modules[mod.__name__]
+    mod2 = cache.load_module(src, "test")
+    assert mod2.kernel(1) == 2
