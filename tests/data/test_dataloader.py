@@ -213,3 +213,17 @@ def test_worker_error_is_reraised_and_persistent_workers():
     e2 = [b[0].tolist() for b in dl]
     assert e1 == e2 == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
     dl._iterator._shutdown_workers()
+
+
+def test_tensor_dataset_fast_batches_equal_default_collate():
+    from tracejit.utils.data import default_collate as dc
+    ds = TensorDataset(tj.randn(10, 3), tj.arange(10), tj.ones(10, dtype=tj.bool))
+    for d in (ds, Subset(ds, [3, 1, 4, 1, 5, 9, 2])):
+        fast = list(DataLoader(d, batch_size=3))
+        slow = list(DataLoader(d, batch_size=3, collate_fn=lambda b: dc(b)))
+        assert len(fast) == len(slow)
+        for a, b in zip(fast, slow):
+            assert type(a) is type(b) and len(a) == len(b)
+            for x, y in zip(a, b):
+                assert x.dtype is y.dtype and x.shape == y.shape
+                np.testing.assert_array_equal(x.numpy(), y.numpy())

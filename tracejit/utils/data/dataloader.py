@@ -72,9 +72,13 @@ class _Resume:
 
 class _MapFetcher:
     def __init__(self, dataset, auto_collation, collate_fn, drop_last):
+        from .dataset import _has_collated_batch
         self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
+        self.fast = auto_collation and collate_fn is default_collate and _has_collated_batch(dataset)
 
     def fetch(self, index):
+        if self.fast:
+            return self.dataset._collated_batch(index)
         if self.auto_collation:
             getitems = getattr(self.dataset, "__getitems__", None)
             data = getitems(index) if callable(getitems) else [self.dataset[i] for i in index]

@@ -37,6 +37,12 @@ class TensorDataset(Dataset):
     def __len__(self):
         return self.tensors[0].size(0)
 
+    def _collated_batch(self, indices):
+        """What default_collate makes of [self[i] for i in indices], in one gather per tensor."""
+        from ...creation import tensor
+        idx = tensor(list(indices))
+        return [t[idx] for t in self.tensors]
+
 
 class StackDataset(Dataset):
     def __init__(self, *args, **kwargs):
@@ -116,6 +122,13 @@ class Subset(Dataset):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
 
+    def _collated_batch(self, indices):
+        return self.dataset._collated_batch([self.indices[i] for i in indices])
+
+    @property
+    def _has_collated_batch(self):
+        return _has_collated_batch(self.dataset)
+
     def __getitems__(self, indices):
         if callable(getattr(self.dataset, "__getitems__", None)):
             return self.dataset.__getitems__([self.indices[idx] for idx in indices])
@@ -123,6 +136,14 @@ class Subset(Dataset):
 
     def __len__(self):
         return len(self.indices)
+
+
+def _has_collated_batch(dataset):
+    """Whether a map-style dataset can build a default-collated batch in one step (TensorDataset, and Subsets
+    of one): the DataLoader then skips per-sample indexing and stacking, with the same result."""
+    if type(dataset) is TensorDataset:
+        return True
+    return type(dataset) is Subset and dataset._has_collated_batch
 
 
 def random_split(dataset, lengths, generator=None):
