@@ -241,3 +241,40 @@ def test_corrupt_cache_entry_is_rewritten(tmp_path, monkeypatch):
     del sys.modules[mod.__name__]
     mod2 = cache.load_module(src, "test")
     assert mod2.kernel(1) == 2
+
+
+T = tracejit
+OPS_CASES = {
+    "remainder": lambda a, b: T.remainder(a, b), "fmod": lambda a, b: T.fmod(a, b),
+    "floor_divide": lambda a, b: T.floor_divide(a, b), "pow": lambda a, b: T.pow(T.abs(a) + 0.1, b),
+    "pow_scalar": lambda a, b: a ** 2 + 2 ** b, "atan2": T.atan2, "fmax": T.fmax, "fmin": T.fmin,
+    "round": lambda a, b: T.round(a * 3), "sign": lambda a, b: T.sign(a), "exp2": lambda a, b: T.exp2(a),
+    "log2": lambda a, b: T.log2(T.abs(a)), "log10": lambda a, b: T.log10(T.abs(a)),
+    "rsqrt": lambda a, b: T.rsqrt(T.abs(a)), "reciprocal": lambda a, b: T.reciprocal(a),
+    "trig": lambda a, b: T.cos(a) + T.tan(a) + T.atan(b) + T.asin(T.tanh(a)) + T.acos(T.tanh(b)),
+    "hyper": lambda a, b: T.sinh(a) + T.cosh(b), "silu": lambda a, b: F.silu(a),
+    "elu": lambda a, b: F.elu(a), "gelu_tanh": lambda a, b: F.gelu(a, approximate="tanh"),
+    "hardtanh": lambda a, b: F.hardtanh(a), "lerp": lambda a, b: T.lerp(a, b, 0.3),
+    "logical": lambda a, b: T.logical_xor(a > 0, b > 0) | T.logical_not(a > b) & (a != b),
+    "isnan": lambda a, b: T.isnan(T.log(a)) | T.isinf(1 / (a * 0)) | T.isfinite(b),
+    "ceil_trunc_frac": lambda a, b: T.ceil(a) + T.trunc(b) + T.frac(a * 2),
+    "log1p_expm1": lambda a, b: T.log1p(T.abs(a)) + T.expm1(b), "square": lambda a, b: T.square(a) - b,
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("case", sorted(OPS_CASES))
+def test_each_elementwise_op_matches_interpreter(case, dtype):
+    rng = np.random.default_rng(1)
+    if dtype == "int64":
+        if case in ("logical", "isnan", "lerp", "pow", "trig", "hyper", "silu", "elu", "gelu_tanh",
+                    "round", "ceil_trunc_frac", "hardtanh"):
+            pytest.skip("float-only case")
+        a = T.tensor(rng.integers(-9, 10, (3, 4)))
+        b = T.tensor(rng.integers(1, 5, (4,)))
+    else:
+        a = T.tensor((rng.standard_normal((3, 4)) * 2).astype(dtype))
+        b = T.tensor((rng.standard_normal((4,)) * 2).astype(dtype))
+    fn = OPS_CASES[case]
+    p, q = both(fn, a, b)
+    assert_same(p, q, 2e-5 if np.asarray(q).dtype != np.float64 else 1e-10)

@@ -34,7 +34,7 @@ sin, cos, tan, asin, acos, atan = np.sin, np.cos, np.tan, np.arcsin, np.arccos, 
 sinh, cosh, atan2 = np.sinh, np.cosh, np.arctan2
 floor, ceil, trunc, sign, signbit = np.floor, np.ceil, np.trunc, np.sign, np.signbit
 isnan, isinf, isfinite = np.isnan, np.isinf, np.isfinite
-fmax, fmin, fmod = np.fmax, np.fmin, np.fmod
+fmax, fmin = np.fmax, np.fmin
 
 INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 SQRT_2_PI = math.sqrt(2.0 / math.pi)
@@ -60,6 +60,24 @@ def remainder(x, y):
 
 def floor_divide(x, y):
     raise NotImplementedError
+
+
+def fmod(x, y):
+    raise NotImplementedError
+
+
+@overload(fmod, jit_options=_OPTS)
+def _fmod(x, y):
+    if isinstance(x, types.Integer):
+        T = x
+
+        def ifmod(x, y):          # C semantics: the sign of the dividend (numba's np.fmod gets ints wrong)
+            if y == 0:
+                return T(0)
+            r = abs(x) % abs(y)
+            return -r if x < 0 else r
+        return ifmod
+    return lambda x, y: np.fmod(x, y)
 
 
 def round_(x, decimals):
