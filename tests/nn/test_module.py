@@ -253,3 +253,13 @@ def test_parameter():
     assert not nn.Parameter(tj.ones(1), requires_grad=False).requires_grad
     assert type(p.detach()) is tj.Tensor
     assert (p * 2).grad_fn is not None
+
+
+def test_load_state_dict_assign():
+    m = nn.Linear(2, 2)
+    w = tj.ones(2, 2)
+    m.load_state_dict({"weight": w, "bias": tj.zeros(2)}, assign=True)
+    assert isinstance(m.weight, nn.Parameter) and m.weight.requires_grad
+    with tj.no_grad():
+        w.add_(1)
+    assert float(m.weight[0, 0]) == 2.0  # shares the loaded tensor's data

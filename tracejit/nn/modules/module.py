@@ -472,8 +472,15 @@ class Module:
                                   f"checkpoint, the shape in current model is {param.shape}.")
                 continue
             try:
-                with no_grad():
-                    param.copy_(input_param)
+                if local_metadata.get("assign_to_params_buffers", False):
+                    # assign=True: the module takes the checkpoint's tensors themselves
+                    if name in self._parameters:
+                        setattr(self, name, Parameter(input_param.detach(), requires_grad=param.requires_grad))
+                    else:
+                        self._buffers[name] = input_param
+                else:
+                    with no_grad():
+                        param.copy_(input_param)
             except Exception as ex:  # noqa: BLE001  (reported like PyTorch, with the key)
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                                   f"{param.shape} and whose dimensions in the checkpoint are {input_param.shape}, "
@@ -498,7 +505,9 @@ class Module:
             state_dict._metadata = metadata
 
         def load(module, local_state_dict, prefix=""):
-            local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            local_metadata = dict({} if metadata is None else metadata.get(prefix[:-1], {}))
+            if assign:
+                local_metadata["assign_to_params_buffers"] = True
             module._load_from_state_dict(local_state_dict, prefix, local_metadata, True, missing_keys,
                                          unexpected_keys, error_msgs)
             for name, child in module._modules.items():
