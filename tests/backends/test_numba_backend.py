@@ -278,3 +278,16 @@ def test_each_elementwise_op_matches_interpreter(case, dtype):
     fn = OPS_CASES[case]
     p, q = both(fn, a, b)
     assert_same(p, q, 2e-5 if np.asarray(q).dtype != np.float64 else 1e-10)
+
+
+def test_small_int_overflow_wraps_and_bool_arithmetic_like_numpy():
+    def fn(a, b, m, n):
+        x = a * 100000 + b             # int32 wraps in numpy; numba would widen to int64
+        return x, x > 0, m + n, m * n, (a * 3 // 2).to(tracejit.int16) * 1000
+
+    a = tracejit.tensor(np.arange(-40000, 40000, 7000, dtype=np.int32))
+    b = tracejit.tensor(np.int32(5))
+    m = tracejit.tensor(np.arange(12) % 2 == 0)
+    n = tracejit.tensor(np.arange(12) % 3 == 0)
+    for p, q in zip(*both(fn, a, b, m, n)):
+        assert_same(p, q)

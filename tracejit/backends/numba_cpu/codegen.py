@@ -132,7 +132,11 @@ def generate(node, name, fastmath=False):
                 attrs[k] = repr(a)
         text = expr.format(*args, **attrs)
         o = nd.outputs[0]
-        text = _cast(text, rdt, o.dtype)
+        if (rdt.np.kind in "iu" and rdt.np.itemsize < 8) or (rdt.np.kind == "b" and op.dtype_rule == "promote"):
+            # numba widens small ints (int32 + int32 -> int64) and bool arithmetic; numpy wraps: cast back
+            text = f"np.{_npname(o.dtype)}({text})"
+        else:
+            text = _cast(text, rdt, o.dtype)
         nm = f"v{o.id}"
         names[id(o)] = nm
         dtypes[id(o)] = o.dtype
