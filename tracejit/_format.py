@@ -1,22 +1,34 @@
 """repr() of tensors in PyTorch's style: tensor([1., 2.], requires_grad=True)."""
+import math
+
 import numpy as np
 
 from . import _dtype as D
 
 
 def _float_formatter(arr):
-    finite = arr[np.isfinite(arr)].astype(np.float64)
-    if finite.size == 0:
-        return lambda v: _special(v) or "0."
-    absmax, nz = np.abs(finite).max(), np.abs(finite[finite != 0])
-    absmin = nz.min() if nz.size else 0.0
-    if np.all(finite == np.round(finite)) and absmax < 1e8:
-        width = len(f"{absmax:.0f}") + (1 if finite.min() < 0 else 0)
-        return lambda v: _special(v) or f"{v:.0f}.".rjust(width + 1)
-    if absmax >= 1e8 or (absmin and absmin < 1e-4) or (absmin and absmax / absmin > 1e3 and absmax > 1e3):
-        return lambda v: _special(v) or f"{v:.4e}"
-    width = len(f"{absmax:.4f}") + (1 if finite.min() < 0 else 0)
-    return lambda v: _special(v) or f"{v:.4f}".rjust(width)
+    """PyTorch's _Formatter: integer, fixed (4 decimals) or scientific mode, chosen from the nonzero finite
+    values, every value right-aligned to the widest of those values."""
+    vals = arr[np.isfinite(arr) & (arr != 0)].astype(np.float64)
+    if vals.size == 0:
+        fmt = "int"
+    else:
+        a = np.abs(vals)
+        lo, hi = a.min(), a.max()
+        if np.all(vals == np.ceil(vals)):
+            fmt = "sci" if hi / lo > 1000.0 or hi > 1.0e8 else "int"
+        else:
+            fmt = "sci" if hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4 else "fixed"
+
+    def text(v):
+        v = float(v)
+        if fmt == "sci":
+            return f"{v:.4e}"
+        if fmt == "int":
+            return f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        return f"{v:.4f}"
+    width = max((len(text(v)) for v in vals), default=1)
+    return lambda v: text(v).rjust(width)
 
 
 def _special(v):
@@ -42,7 +54,8 @@ def format_tensor(t):
             if arr.dtype.kind == "f":
                 fmt["float_kind"] = _float_formatter(arr)
             elif arr.dtype.kind == "b":
-                fmt["bool"] = lambda v: "True" if v else "False"
+                w = 5 if not arr.all() else 4
+                fmt["bool"] = lambda v: ("True" if v else "False").rjust(w)
             body = np.array2string(arr, separator=", ", prefix=prefix, formatter=fmt, threshold=1000,
                                    edgeitems=3, max_line_width=80)
         d = t.dtype

@@ -10,27 +10,32 @@ from .ops.registry import apply, OPS
 
 
 def _infer(data):
-    """tracejit dtype for Python data (PyTorch's inference: bool < int64 < default float)."""
-    cat = 0
+    """tracejit dtype for Python data, PyTorch's inference: the promotion of the elements' types, where
+    Python bool/int/float are bool/int64/default float and tensors and numpy scalars keep their dtype;
+    an empty sequence is the default float."""
+    dt = None
     stack = [data]
     while stack:
         x = stack.pop()
-        if isinstance(x, Tensor):
-            d = x.dtype
-            return d if cat == 0 or d.is_floating_point else (D.get_default_dtype() if cat == 2 else d)
         if isinstance(x, (list, tuple)):
             stack.extend(x)
-        elif isinstance(x, (bool, np.bool_)):
-            pass
-        elif isinstance(x, (int, np.integer)):
-            cat = max(cat, 1)
-        elif isinstance(x, (float, np.floating)):
-            cat = 2
+            continue
+        if isinstance(x, Tensor):
+            d = x.dtype
+        elif isinstance(x, (np.ndarray, np.generic)):
+            d = D.from_numpy_dtype(x.dtype)
+        elif isinstance(x, bool):
+            d = D.bool_
+        elif isinstance(x, int):
+            d = D.int64
+        elif isinstance(x, float):
+            d = D.get_default_dtype()
         elif isinstance(x, complex):
             raise TypeError("complex tensors are not supported by tracejit")
         else:
             raise TypeError(f"Could not infer dtype of {type(x).__name__}")
-    return (D.bool_, D.int64, D.get_default_dtype())[cat]
+        dt = d if dt is None else D.promote_types(dt, d)
+    return dt or D.get_default_dtype()
 
 
 def _unwrap(data):
@@ -145,6 +150,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     vals = [start, end, step]
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, float) for v in vals) else D.int64
     dtype = D.to_dtype(dtype)
@@ -155,10 +162,14 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    if int(steps) < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _finish(Tensor._wrap(np.linspace(start, end, int(steps)).astype(_dt(dtype).np)), requires_grad, device)
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    if int(steps) < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _finish(Tensor._wrap(np.logspace(start, end, int(steps), base=base).astype(_dt(dtype).np)),
                    requires_grad, device)
 

@@ -1074,3 +1074,361 @@ def test_loss_errors(fn, inputs, kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- in-place variants
+
+INPLACE = ["add", "sub", "mul", "div", "pow", "remainder", "fmod", "atan2", "lerp", "floor_divide", "true_divide",
+           "xlogy", "logical_and", "logical_or", "logical_xor", "clamp_min"]
+INPLACE_UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
+                 "round", "trunc", "sign", "reciprocal", "square", "log1p", "expm1", "erf", "frac", "exp2",
+                 "log2", "log10", "tan", "atan", "sinh", "cosh", "t", "sigmoid", "asin", "acos"]
+
+
+@pytest.mark.parametrize("name", INPLACE_UNARY)
+def test_inplace_unary(name):
+    gen = U if name in ("asin", "acos") else P
+    helper(lambda x: getattr(x * 1, name + "_")(), gen(3, 3))
+
+
+@pytest.mark.parametrize("name", INPLACE)
+def test_inplace_binary(name):
+    if name == "lerp":
+        helper(lambda x, y: (x * 1).lerp_(y, 0.3), P(3, 4), P(4))
+    elif name in ("logical_and", "logical_or", "logical_xor"):
+        helper(lambda x, y: getattr(x.clone(), name + "_")(y), B(3, 4), B(4))
+    else:
+        helper(lambda x, y: getattr(x * 1, name + "_")(y), P(3, 4), P(4), check_grad=name != "floor_divide")
+
+
+INPLACE_CASES = [
+    case(lambda x, y: _iadd(x * 1, y), R(3, 4), R(4), id="iadd"),
+    case(lambda x: _ops_all(x * 1), R(3, 4), id="augmented_ops"),
+    case(lambda x: _ops_all(x.clone()), I(3, 4, low=1), id="augmented_ops_int", grad=False),
+    case(lambda x: (x * 1).clamp_(-0.5, 0.5), R(3, 4), id="clamp_"),
+    case(lambda x: (x * 1).clamp_(min=0.0), R(3, 4), id="clamp_min_"),
+    case(lambda x: (x * 1).clamp_min_(0.0).clamp_max_(0.5), R(3, 4), id="clamp_min_max_"),
+    case(lambda x: (x * 1).add_(x), R(3, 4), id="add_self"),
+    case(lambda x: (x * 1).mul_(2).mul_(x), R(3, 4), id="mul_chain"),
+    case(lambda x, y: (x * 1).add_(y, alpha=2), R(3, 4), R(4), id="add_alpha_"),
+    case(lambda x, a, b: (x * 1).addcmul_(a, b, value=0.5), R(3, 4), R(3, 4), R(4), id="addcmul_"),
+    case(lambda x, a, b: (x * 1).addcdiv_(a, b, value=2), R(3, 4), R(3, 4), P(4), id="addcdiv_"),
+    case(lambda x: (x * 1).fill_(2.0), R(3, 4), id="fill_"),
+    case(lambda x: (x * 1).zero_(), R(3, 4), id="zero_"),
+    case(lambda x, y: (x * 1).copy_(y), R(3, 4), R(4), id="copy_bcast"),
+    case(lambda x, y: (x * 1).copy_(y), R(3, 4), I(3, 4), id="copy_int"),
+    case(lambda x, v: (x * 1).fill_(v), R(3, 4), A(2.0), id="fill_tensor"),
+    case(lambda x: (x * 1).unsqueeze_(0).squeeze_(), R(3, 4), id="squeeze_unsqueeze_"),
+    case(lambda x: (x * 1).transpose_(0, 1), R(3, 4), id="transpose_"),
+    case(lambda x: (x * 1).tril_(), R(3, 4), id="tril_"),
+    case(lambda x: L.nn.functional.relu_(x * 1), R(3, 4), id="F_relu_"),
+    case(lambda x: x.clone().logical_not_(), R(3, 4).round(), id="logical_not_float", grad=False),
+    case(lambda x: _floordiv_inplace(x * 1), R(3, 4), id="ifloordiv", check_grad=False),
+    case(lambda x: (x * 1).uniform_().mul(0), R(3, 4), id="uniform_keeps_graph"),
+    case(lambda x: (x * 1).masked_fill_(x > 0, 0.0), R(3, 4), id="masked_fill_self_mask"),
+    case(lambda x: _view_then_update(x), R(3, 4), id="inplace_no_grad_view", grad=False),
+    case(lambda x: (x * 1).exp_().sum(), R(3, 4), id="exp_then_sum"),
+    case(lambda x: _inplace_on_int(x), I(3, 4), id="int_inplace_int_ops", grad=False),
+    case(lambda x: x.clone().add_(1.5), R(3, 4, dtype=F32), id="f32_add_float"),
+    case(lambda x: x.clone().add_(L.tensor(1.5, dtype=L.float64)), R(3, 4, dtype=F32), id="f32_add_0d_f64"),
+    case(lambda x, y: x.clone().add_(y), R(3, 4, dtype=F32), R(3, 4), id="f32_add_f64_tensor"),
+]
+
+
+def _iadd(x, y):
+    x += y
+    return x
+
+
+def _ops_all(x):
+    x += 2
+    x *= 3
+    x -= 1
+    x **= 2
+    x %= 7
+    return x
+
+
+def _floordiv_inplace(x):
+    x //= 0.3
+    return x
+
+
+def _view_then_update(x):
+    y = x.clone()
+    v = y[1:, ::2]
+    v.mul_(10)
+    y.t()[0].add_(1)
+    return y
+
+
+def _inplace_on_int(x):
+    x = x.clone()
+    x.add_(3).mul_(2).remainder_(5).clamp_(1, 3)
+    x //= 2
+    x[0] = 7
+    x[x > 5] = -1
+    return x
+
+
+@run_cases(INPLACE_CASES)
+def test_inplace(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+INPLACE_ERRORS = [
+    case(lambda x: x.add_(1), R(3), id="leaf_requires_grad", grad=True),
+    case(lambda x: _iadd(x, 1.5), I(3), id="int_plus_float_inplace"),
+    case(lambda x: x.div_(2), I(3), id="int_div_inplace"),
+    case(lambda x, y: x.clone().add_(y), R(3), R(2, 3), id="inplace_broadcast_grows"),
+    case(lambda x: x.clone().exp_(), I(3), id="int_exp_inplace"),
+    case(lambda x: x.expand(3, 3).add_(1), R(3), id="inplace_on_expanded"),
+    case(lambda x: x.clone().logical_not_().add_(2.5), B(3), id="bool_add_float"),
+    case(lambda x: _modify_saved(x), R(3), id="modified_saved_tensor", grad=True),
+    case(lambda x: x.fill_(L.tensor([1.0, 2.0])), R(3), id="fill_nonscalar"),
+]
+
+
+def _modify_saved(x):
+    y = x * 1
+    z = y.exp()
+    y.mul_(2)
+    (z * y).sum().backward()   # exp saved its output, not y: fine in both
+    w = x * 1
+    s = w.sin()
+    w.add_(1)                  # sin saved its input w: backward must raise
+    s.sum().backward()
+
+
+@run_cases(INPLACE_ERRORS)
+def test_inplace_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- creation
+
+CREATION_CASES = [
+    case(lambda: L.arange(5), id="arange_int"),
+    case(lambda: L.arange(2, 9, 3), id="arange_start_step"),
+    case(lambda: L.arange(5.0), id="arange_float_end"),
+    case(lambda: L.arange(0, 1, 0.1), id="arange_float_step"),
+    case(lambda: L.arange(1, 2.5, 0.5), id="arange_float_inclusive_edge"),
+    case(lambda: L.arange(5, 0, -1), id="arange_negative_step"),
+    case(lambda: L.arange(-1.0, -3.0, -0.25), id="arange_negative_float_step"),
+    case(lambda: L.arange(5, dtype=L.float64), id="arange_dtype"),
+    case(lambda: L.arange(0, 10, 3, dtype=L.int32), id="arange_int32"),
+    case(lambda: L.arange(0), id="arange_empty"),
+    case(lambda: L.arange(L.tensor(4)), id="arange_tensor_end"),
+    case(lambda: L.linspace(0, 1, 5), id="linspace"),
+    case(lambda: L.linspace(-2, 3, 1), id="linspace_one"),
+    case(lambda: L.linspace(0, 10, 4, dtype=L.int64), id="linspace_int"),
+    case(lambda: L.linspace(1, 0, 6, dtype=L.float64), id="linspace_f64_desc"),
+    case(lambda: L.logspace(0, 2, 3), id="logspace"),
+    case(lambda: L.logspace(0, 3, 4, base=2), id="logspace_base2"),
+    case(lambda: L.logspace(-1, 1, 5, dtype=L.float64), id="logspace_f64"),
+    case(lambda: L.eye(3), id="eye"),
+    case(lambda: L.eye(2, 4), id="eye_rect"),
+    case(lambda: L.eye(3, dtype=L.int64), id="eye_int"),
+    case(lambda: L.eye(3, dtype=L.bool), id="eye_bool"),
+    case(lambda: L.full((2, 3), 7), id="full_int"),
+    case(lambda: L.full((2, 3), 7.0), id="full_float"),
+    case(lambda: L.full((2,), True), id="full_bool"),
+    case(lambda: L.full((2, 2), 1, dtype=L.float64), id="full_dtype"),
+    case(lambda: L.full([], 3.5), id="full_0d"),
+    case(lambda: L.zeros(2, 3), id="zeros"),
+    case(lambda: L.zeros((2, 3), dtype=L.int32), id="zeros_tuple_dtype"),
+    case(lambda: L.ones([2]), id="ones_list"),
+    case(lambda: L.ones(()), id="ones_0d"),
+    case(lambda: L.empty(2, 0).shape, id="empty_shape"),
+    case(lambda x: L.zeros_like(x), R(2, 3), id="zeros_like", grad=False),
+    case(lambda x: L.ones_like(x, dtype=L.int64), R(2, 3), id="ones_like_dtype", grad=False),
+    case(lambda x: L.full_like(x, 2.5), I(2, 3), id="full_like_int_truncates", grad=False),
+    case(lambda x: L.empty_like(x).shape, R(2, 3), id="empty_like", grad=False),
+    case(lambda: L.tensor([1, 2, 3]), id="tensor_int"),
+    case(lambda: L.tensor([1.0, 2]), id="tensor_mixed"),
+    case(lambda: L.tensor([True, False]), id="tensor_bool"),
+    case(lambda: L.tensor([[1, 2], [3, 4]], dtype=L.float64), id="tensor_dtype"),
+    case(lambda: L.tensor(3), id="tensor_0d_int"),
+    case(lambda: L.tensor(2.5), id="tensor_0d_float"),
+    case(lambda: L.tensor([]), id="tensor_empty"),
+    case(lambda: L.tensor([True, 2]), id="tensor_bool_int"),
+    case(lambda: L.tensor(np.array([1, 2], np.int32)), id="tensor_from_numpy_int32"),
+    case(lambda: L.tensor(np.float64(2.0)), id="tensor_numpy_scalar"),
+    case(lambda: L.tensor([L.tensor(1.0), L.tensor(2.0)]), id="tensor_of_0d_tensors"),
+    case(lambda: L.as_tensor([1, 2], dtype=L.float32), id="as_tensor"),
+    case(lambda: L.Tensor([1, 2]), id="Tensor_ctor_float"),
+    case(lambda: L.Tensor(2, 3).shape, id="Tensor_ctor_sizes"),
+    case(lambda: L.from_numpy(np.arange(3.0)), id="from_numpy"),
+]
+
+
+@run_cases(CREATION_CASES)
+def test_creation(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+def test_from_numpy_shares_memory():
+    a = np.zeros(3)
+    t = tracejit.from_numpy(a)
+    a[0] = 5
+    t[1] = 7
+    assert t.tolist() == [5.0, 7.0, 0.0] and a.tolist() == [5.0, 7.0, 0.0]
+    assert t.numpy() is a or np.shares_memory(t.numpy(), a)
+
+
+CREATION_ERRORS = [
+    case(lambda: L.arange(0, 5, 0), id="arange_zero_step"),
+    case(lambda: L.arange(0, 5, -1), id="arange_wrong_sign"),
+    case(lambda: L.zeros(-1, 2), id="zeros_negative"),
+    case(lambda: L.tensor([[1, 2], [3]]), id="tensor_ragged"),
+    case(lambda: L.linspace(0, 1, -1), id="linspace_negative_steps"),
+    case(lambda: L.tensor([1, 2]).requires_grad_(), id="int_requires_grad"),
+]
+
+
+@run_cases(CREATION_ERRORS)
+def test_creation_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+# ----------------------------------------------------------------------------- type promotion
+
+PROMO_DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
+PROMO_SCALARS = [True, 2, 2.5]
+
+
+def _typed(lib, name, ndim):
+    return lib.ones((2,) * ndim, dtype=getattr(lib, name))
+
+
+@pytest.mark.parametrize("ndim_b", [1, 0])
+@pytest.mark.parametrize("a", PROMO_DTYPES)
+def test_promotion_table(a, ndim_b):
+    """result dtypes of add/mul/div/where/comparisons for every dtype pair (dimensioned with dimensioned
+    or with 0-d) and with Python scalars, against torch."""
+    for b in PROMO_DTYPES:
+        for op in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: L.where(x > 0, x, y),
+                   lambda x, y: L.maximum(x, y), lambda x, y: x == y, lambda x, y: L.cat([x.reshape(-1), y.reshape(-1)])):
+            got = []
+            for lib in (tracejit, torch):
+                L.cur = lib
+                try:
+                    x, y = _typed(lib, a, 1), _typed(lib, b, ndim_b)
+                    if a == "bool" and b == "bool" and op.__code__.co_code == (lambda x, y: x + y).__code__.co_code:
+                        pass
+                    try:
+                        got.append(_dtname(op(x, y).dtype))
+                    except Exception as e:  # noqa: BLE001
+                        got.append(type(e).__name__)
+                finally:
+                    L.cur = None
+            assert got[0] == got[1], f"{a}[2] op {b}{'[2]' if ndim_b else '[]'}: tracejit {got[0]}, torch {got[1]}"
+    for s in PROMO_SCALARS:
+        for op in (lambda x, y: x + y, lambda x, y: y * x, lambda x, y: x / y, lambda x, y: x ** y,
+                   lambda x, y: x > y, lambda x, y: L.where(x > 0, x, y), lambda x, y: L.full_like(x, y)):
+            got = []
+            for lib in (tracejit, torch):
+                L.cur = lib
+                try:
+                    got.append(_dtname(op(_typed(lib, a, 2 - 2 * ndim_b), s).dtype))
+                except Exception as e:  # noqa: BLE001
+                    got.append(type(e).__name__)
+                finally:
+                    L.cur = None
+            assert got[0] == got[1], f"{a} op {s!r}: tracejit {got[0]}, torch {got[1]}"
+
+
+def test_promotion_functions():
+    for a in PROMO_DTYPES:
+        for b in PROMO_DTYPES:
+            ja, jb = getattr(tracejit, a), getattr(tracejit, b)
+            ta, tb = getattr(torch, a), getattr(torch, b)
+            assert _dtname(tracejit.promote_types(ja, jb)) == _dtname(torch.promote_types(ta, tb)), (a, b)
+            assert tracejit.can_cast(ja, jb) == torch.can_cast(ta, tb), (a, b)
+    assert _dtname(tracejit.result_type(tracejit.tensor([1]), 1.0)) == _dtname(torch.result_type(torch.tensor([1]), 1.0))
+    assert _dtname(tracejit.result_type(tracejit.tensor([1], dtype=tracejit.int32), tracejit.tensor(1))) == "int32"
+
+
+def test_default_dtype_follows_set_default_dtype():
+    for lib in (tracejit, torch):
+        old = lib.get_default_dtype()
+        try:
+            lib.set_default_dtype(lib.float64)
+            assert _dtname(lib.tensor([1.0]).dtype) == "float64"
+            assert _dtname(lib.arange(0.0, 1.0, 0.5).dtype) == "float64"
+            assert _dtname((lib.tensor([1]) + 0.5).dtype) == "float64"
+            assert _dtname(lib.zeros(2).dtype) == "float64"
+        finally:
+            lib.set_default_dtype(old)
+
+
+# ----------------------------------------------------------------------------- repr
+
+REPR_CASES = [
+    lambda: L.tensor([1.0, 2.0, 3.0]),
+    lambda: L.tensor([[1.0, -2.0], [30.0, 4.0]]),
+    lambda: L.tensor([1.5, 2.25, -3.125]),
+    lambda: L.tensor([0.1234, 12.5, -7.0]),
+    lambda: L.tensor([1.0, 2.0], requires_grad=True),
+    lambda: L.tensor([1.0, 2.0], requires_grad=True) * 2,
+    lambda: L.tensor([1.0, 2.0], requires_grad=True).exp(),
+    lambda: L.tensor([1.0, 2.0], requires_grad=True).sum(),
+    lambda: L.tensor([1, 2, 3]),
+    lambda: L.tensor([[1, -20], [3, 4]]),
+    lambda: L.tensor([True, False]),
+    lambda: L.tensor([1.0, 2.5], dtype=L.float64),
+    lambda: L.tensor([1, 2], dtype=L.int32),
+    lambda: L.tensor(3.0),
+    lambda: L.tensor(3),
+    lambda: L.tensor(2.5, dtype=L.float64),
+    lambda: L.tensor([]),
+    lambda: L.zeros(2, 0),
+    lambda: L.tensor([1.0, float("nan"), float("inf")]),
+    lambda: L.tensor([1e-5, 1.0]),
+    lambda: L.tensor([1e10, 1.0]),
+    lambda: L.tensor([[0.5, 1.0], [1.5, 2.0]], dtype=L.float64, requires_grad=True),
+    lambda: L.tensor([1.0, 2.0], dtype=L.float64, requires_grad=True) + 1,
+    lambda: L.tensor([1.0, 2.0], requires_grad=True)[0],
+    lambda: L.arange(12.0).reshape(3, 4) / 3,
+    lambda: L.ones(2, 3, dtype=L.int64),
+    lambda: L.tensor([-0.0, 0.0]),
+    lambda: L.tensor([100.0, 2.5]),
+    lambda: L.tensor([1.0, 0.001]),
+    lambda: L.tensor([1.0, 2000.0]),
+    lambda: L.tensor([0.001, 2.0]),
+    lambda: L.tensor([1e8, 0.0]),
+    lambda: L.tensor([123456789.0, 1.0]),
+    lambda: L.tensor([1.0, float("nan"), -float("inf"), 0.0]),
+    lambda: L.tensor([float("nan")]),
+    lambda: L.tensor([True, True]),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[0],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[:, 1:],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[None],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[0, None],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[:, 0],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[...],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True)[L.tensor([0, 0])],
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).reshape(2, 1),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).permute(1, 0),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).expand(3, 2),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).mean(),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True) @ L.ones(2, 1),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).double(),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).clone(),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).relu(),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True).pow(2),
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True) / 3,
+    lambda: L.tensor([[1.0, 2.0]], requires_grad=True) - 3,
+]
+
+
+@pytest.mark.parametrize("k", range(len(REPR_CASES)))
+def test_repr_matches_torch(k):
+    out = []
+    for lib in (torch, tracejit):
+        L.cur = lib
+        try:
+            out.append(str(REPR_CASES[k]()))
+        finally:
+            L.cur = None
+    assert out[1] == out[0].replace("torch", "tracejit")

@@ -87,7 +87,8 @@ class OpNode(Node):
         self.nout = op.nout
 
     def name(self):
-        return self.op.grad_name
+        n = self.op.grad_name
+        return n if type(n) is str else n(self.attrs)  # a callable names the node from its attributes
 
     # ------------------------------------------------------------ what a VJP rule reads
     @property

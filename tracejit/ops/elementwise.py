@@ -139,7 +139,7 @@ def _sign_np(x):
 
 
 def _pos(x):
-    return x
+    return x.copy()  # a new tensor must not alias its input (no shared version counter)
 
 
 UNARY = [

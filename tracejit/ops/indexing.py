@@ -58,7 +58,20 @@ def _index_backward_np(g, *idx, shape, spec):
     return z
 
 
-defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name="SliceBackward0")
+def _slice_grad_name(attrs):
+    # PyTorch applies the index items in order; its grad_fn is the last non-trivial one
+    last = None
+    for s in attrs["spec"]:
+        if isinstance(s, bool) or s is None:
+            last = "UnsqueezeBackward0"
+        elif isinstance(s, int):
+            last = "SelectBackward0"
+        elif isinstance(s, slice) and (last is None or s != slice(None)):
+            last = "SliceBackward0"
+    return last or "AliasBackward0"
+
+
+defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name=_slice_grad_name)
 defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0")
 defop("index_backward", _index_backward_np, lambda g, *idx, shape, spec: AVal(shape, g.dtype),
       lambda c, g: (apply(OPS["index"], g, *c.inputs[1:], spec=c.attrs["spec"]),) + (None,) * (len(c.inputs) - 1),

@@ -39,10 +39,16 @@ def inplace(self, compute, args=()):
         if self._base._requires_grad:
             raise RuntimeError("tracejit does not support in-place updates of a view of a tensor that requires "
                                "grad (PyTorch's CopySlices); clone() the base or use an out-of-place op.")
-    res = compute(_snapshot(self) if (need or tracing) else self)
+    src = _snapshot(self) if (need or tracing) else self
+    res = compute(src)
     if not isinstance(res, Tensor):
         from ..creation import tensor
         res = tensor(res, dtype=self.dtype)
+    if need and src._requires_grad and not res._requires_grad and self.dtype.is_floating_point:
+        # overwritten without reading it (fill_, zero_, copy_): PyTorch keeps the tensor in the graph, its
+        # old value getting a zero gradient
+        from .elementwise import where
+        res = where(True, res, src)
     rd, sd = res.dtype, self.dtype
     if rd is not sd and (rd._cat > sd._cat):
         raise RuntimeError(f"result type {rd.name.capitalize()} can't be cast to the desired output type "

@@ -47,13 +47,38 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sqrt
             "reciprocal", "remainder", "fmod", "lerp", "maximum", "minimum", "masked_fill", "index_fill",
             "index_add", "index_copy", "scatter", "scatter_add", "addcmul", "addcdiv", "leaky_relu", "elu",
             "square", "log1p", "expm1", "erf", "frac", "floor_divide", "tril", "triu", "silu", "gelu", "hardtanh",
-            "logical_not", "logical_and", "logical_or", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "exp2",
+            "logical_not", "logical_and", "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "exp2",
             "log2", "log10", "sin", "tan", "asin", "acos", "atan", "sinh", "cosh", "true_divide", "xlogy",
             "index_put", "clip", "mish", "hardsigmoid", "hardswish", "logit", "negative", "multiply", "subtract",
-            "divide", "t", "transpose", "squeeze", "unsqueeze", "swapaxes", "fmax", "fmin"]
+            "divide", "fmax", "fmin"]
 for name in _INPLACE:
     fn = getattr(Tensor, name)
     setattr(Tensor, name + "_", make_inplace(lambda self, *a, _f=fn, **k: _f(self, *a, **k)))
+
+
+def _view_inplace(fn):
+    """x.t_(), x.squeeze_(): the tensor itself becomes the view (a metadata change, as in PyTorch)."""
+    def method(self, *args, **kwargs):
+        from .._state import STATE
+        if STATE.grad_enabled and self._requires_grad and self.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        res = fn(self, *args, **kwargs)
+        if res is self:
+            return self
+        if STATE.tracer is not None:
+            STATE.tracer.rebind(self, res)
+        else:
+            self._data = res._data
+        self._version.v += 1
+        if res.grad_fn is not None:
+            self.grad_fn, self._output_nr = res.grad_fn, res._output_nr
+        return self
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+for name in ("t", "transpose", "squeeze", "unsqueeze", "swapaxes", "swapdims"):
+    setattr(Tensor, name + "_", _view_inplace(getattr(Tensor, name)))
 
 
 def _binary(fn, reflected=False):

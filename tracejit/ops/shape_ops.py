@@ -45,8 +45,23 @@ def _view_np(x, shape):
     return out
 
 
-defop("reshape", lambda x, shape: x.reshape(shape), lambda x, shape: AVal(shape, x.dtype),
-      lambda c, g: (reshape(g, c.shapes[0]),), kind="shape", saves="", grad_name="ReshapeAliasBackward0")
+def _reshape_np(x, shape):
+    out = x.reshape(shape)
+    # never alias: a reshape that can share memory is the `view` op (which shares the version counter)
+    return out.copy() if np.may_share_memory(out, x) else out
+
+
+def _viewable(arr, shape):
+    v = arr.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        return False
+    return True
+
+
+defop("reshape", _reshape_np, lambda x, shape: AVal(shape, x.dtype),
+      lambda c, g: (reshape(g, c.shapes[0]),), kind="shape", saves="", grad_name="UnsafeViewBackward0")
 defop("view", _view_np, lambda x, shape: AVal(shape, x.dtype), lambda c, g: (reshape(g, c.shapes[0]),),
       kind="shape", saves="", view=True)
 defop("permute", lambda x, dims: np.transpose(x, dims), lambda x, dims: AVal([x.shape[d] for d in dims], x.dtype),
@@ -124,6 +139,8 @@ def reshape(input, *shape):
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == tuple(input.shape):
         return input if input._data is None else apply(OPS["view"], input, shape=shape)
+    if input._data is not None and _viewable(input._data, shape):  # like PyTorch: a view when it can be
+        return apply(OPS["view"], input, shape=shape)
     return apply(OPS["reshape"], input, shape=shape)
 
 
