@@ -291,3 +291,20 @@ def test_small_int_overflow_wraps_and_bool_arithmetic_like_numpy():
     n = tracejit.tensor(np.arange(12) % 3 == 0)
     for p, q in zip(*both(fn, a, b, m, n)):
         assert_same(p, q)
+
+
+@pytest.mark.parametrize("dims,keepdim", [(None, False), (0, True), (1, False), ((0, 2), False), (2, True)])
+def test_sum_epilogue_fused_into_the_kernel(dims, keepdim):
+    def fn(x, b):
+        y = tracejit.tanh(x * b) + x * x
+        s = y.sum() if dims is None else y.sum(dims, keepdim=keepdim)
+        return s * 2, tracejit.exp(x)
+
+    x = tracejit.randn(3, 4, 5)
+    b = tracejit.randn(5)
+    x.numpy()[0, 1, 2] = np.nan
+    tf = tracejit.trace(fn, backend="numba")
+    for p, q in zip(tf(x, b), tracejit.trace(fn, backend="interpreter")(x, b)):
+        assert_same(p, q)
+    g = tf.graph(x, b).entry.fwd_fn.graph
+    assert any(m.op.name == "sum" for n in fused_nodes(g) for m in n.attrs["body"].nodes)

@@ -58,6 +58,15 @@ def _make_op(k, body, nout):
     return Op(f"fused_{k}", impl, meta, None, kind="fused", nout=nout)
 
 
+def can_reduce(node):
+    """A reduction the code generator can put at the end of a fused loop (an accumulation)."""
+    if node.op.name != "sum" or len(node.inputs) != 1 or not isinstance(node.inputs[0], Value):
+        return False
+    if node.attrs.get("dtype") is not None or node.inputs[0].ndim == 0:
+        return False
+    return node.inputs[0].dtype.is_floating_point and node.outputs[0].dtype.is_floating_point
+
+
 def find_groups(g, can_fuse=default_can_fuse):
     """Lists of node indices, one per group (each list in graph order)."""
     nodes = g.nodes
@@ -129,6 +138,22 @@ def find_groups(g, can_fuse=default_can_fuse):
         members[gid] = cur
         for m in cur:
             group_of[m] = gid
+    # reduction epilogues: a float `sum` whose input is made in a group and read nowhere else joins it
+    outputs = set(id(v) for v in g.outputs if isinstance(v, Value))
+    for gid in list(members):
+        for m in sorted(members[gid]):
+            o = nodes[m].outputs[0]
+            cons = consumers.get(id(o), ())
+            if len(cons) != 1 or id(o) in outputs or nodes[m].op.name in BROADCASTS:
+                continue
+            j = cons[0]
+            r = nodes[j]
+            if not (can_reduce(r) and r.inputs[0] is o and group_of[j] < 0):
+                continue
+            trial = members[gid] | {j}
+            if convex(trial, n):
+                members[gid] = trial
+                group_of[j] = gid
     groups = [sorted(s) for _, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
     # a group of broadcasts alone would only materialize them: leave those as views
     groups = [m for m in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]

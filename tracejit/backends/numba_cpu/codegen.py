@@ -75,8 +75,11 @@ class KernelSource:
 def generate(node, name, fastmath=False):
     body = node.attrs["body"]
     ins, outs = node.inputs, node.outputs
-    shape = outs[0].shape
+    # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
+    shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"), outs[0].shape)
     size = int(np.prod(shape, dtype=np.int64))
+    out_index = {id(o): k for k, o in enumerate(outs)}
+    reductions = []              # (output index, value name, reduced dims)
     consts = {}
 
     def const(value, dt):
@@ -96,12 +99,16 @@ def generate(node, name, fastmath=False):
             in_kinds.append("scalar")
         else:
             in_kinds.append("bcast")
-    mode = "nd" if "bcast" in in_kinds else "flat"
+    has_red = any(m.op.name == "sum" for m in body.nodes)
+    mode = "nd" if "bcast" in in_kinds or has_red else "flat"
 
     names = {id(v): f"x{j}" for j, v in enumerate(ins)}
     dtypes = {id(v): v.dtype for v in ins}
     stmts = []
     for nd in body.nodes:
+        if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
+            reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
+            continue
         cdts, rdt = _operand_dtypes(nd)
         args = []
         for x, cdt in zip(nd.inputs, cdts):
@@ -141,7 +148,9 @@ def generate(node, name, fastmath=False):
         names[id(o)] = nm
         dtypes[id(o)] = o.dtype
         stmts.append(f"{nm} = {text}    # {op.name}")
-    stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs)]
+    red_outs = set(k for k, _, _ in reductions)
+    stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+    stores += [f"acc{k}[q{k}_{len(shape) - 1}] += {src}" for k, src, _ in reductions]
 
     in_args = [f"in{j}" for j in range(len(ins))]
     out_args = [f"out{k}" for k in range(len(outs))]
@@ -160,6 +169,14 @@ def generate(node, name, fastmath=False):
                 acc *= vs[a]
             extra_names += [f"s{j}_{a}" for a in range(r)]
             extra_args += st
+        for k, _, dims in reductions:
+            st, acc = [0] * r, 1
+            for a in range(r - 1, -1, -1):
+                if a not in dims:
+                    st[a] = acc
+                    acc *= shape[a]
+            extra_names += [f"rs{k}_{a}" for a in range(r)]
+            extra_args += st
     sig = ", ".join(in_args + out_args + extra_names)
 
     def kernel_fn(fname, rng, flags):
@@ -167,6 +184,8 @@ def generate(node, name, fastmath=False):
         for j, kind in enumerate(in_kinds):
             if kind == "scalar":
                 lines.append(f"    x{j} = in{j}[0]")
+        for k, _, _ in reductions:
+            lines.append(f"    acc{k} = np.zeros(out{k}.size, np.float64)")
         inner = []
         for j, kind in enumerate(in_kinds):
             if kind == "full":
@@ -187,8 +206,13 @@ def generate(node, name, fastmath=False):
                     if kind == "bcast":
                         prev = f"p{j}_{a - 1} + " if a else ""
                         lines.append(f"{ind}p{j}_{a} = {prev}i{a} * s{j}_{a}")
+                for k, _, _ in reductions:
+                    prev = f"q{k}_{a - 1} + " if a else ""
+                    lines.append(f"{ind}q{k}_{a} = {prev}i{a} * rs{k}_{a}")
             lines.append(f"{ind}i = o{r - 1}")
         lines += [ind + s for s in inner]
+        for k, _, _ in reductions:
+            lines += [f"    for j in range(out{k}.size):", f"        out{k}[j] = acc{k}[j]"]
         return "\n".join(lines)
 
     fm = ", fastmath=True" if fastmath else ""
@@ -207,11 +231,14 @@ def generate(node, name, fastmath=False):
         "",
         kernel_fn("kernel", "range", base),
         "",
+    ] + ([] if reductions else [  # threads would race on the accumulators
         "",
         kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"),
         "",
-    ])
-    return KernelSource(name, src, mode, in_kinds, tuple(extra_args), size)
+    ]))
+    ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size)
+    ks.parallel_ok = not reductions
+    return ks
 
 
 def _body_lines(node):

@@ -64,7 +64,7 @@ class CompiledGraph:
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath)
         mod = _cache.load_module(ks.source, "kernel")
-        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN else mod.kernel
+        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok else mod.kernel
         name = n.op.name
         self.kernels.append((name, ks, disp))
         in_slots = [slot[id(v)] for v in n.inputs]
@@ -79,7 +79,7 @@ class CompiledGraph:
                 fixed.append(None)
             else:
                 fixed.append(len(slot) + 2 * len(self._buf_specs))
-                self._buf_specs.append((size, o.dtype.np, o.shape))
+                self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         _warm(name, disp, n, ks)
 
