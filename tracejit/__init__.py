@@ -83,3 +83,4 @@ from .tracing.trace import trace, make_graph, TracedFunction
 from . import optim, utils
 from .serialization import save, load
 from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402
+from .explain import explain  # noqa: E402,F811  (tracejit.explain(fn, *args): see tracejit/explain.py)

@@ -1,17 +1,40 @@
-"""`tracejit bench`: runs the benchmark scripts in benches/ (each checks its systems agree before timing)."""
+"""`tracejit bench`: runs the benchmarks in benches/ and prints one table.
+
+Each benchmark module `benches/bench_<name>.py` exposes `run(quick=False)` and returns rows (harness
+`Result`s, or dicts); every benchmark checks that its systems computed the same numbers before it times
+them. The table: benchmark/workload, system, size, median, spread (half the interquartile range, in % of
+the median), speedup vs the baseline system measured in the same run, and the fraction of each roof.
+"""
+import datetime
 import importlib.util
 import json
 import os
 import sys
+import time
+import traceback
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(HERE, "benches")
+
+# the order of the default suite; other bench_*.py files with a run() follow
+ORDER = ("eager_overhead", "fused_chain", "rows", "mlp_step", "cnn_step", "compile_latency")
+# benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
+EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
+REFERENCE_SYSTEMS = ("numpy", "torch", "jax")
 
 
 def available():
     if not os.path.isdir(BENCHES):
         return []
-    return sorted(f[6:-3] for f in os.listdir(BENCHES) if f.startswith("bench_") and f.endswith(".py"))
+    names = [f[6:-3] for f in os.listdir(BENCHES) if f.startswith("bench_") and f.endswith(".py")]
+    return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+def _harness():
+    if BENCHES not in sys.path:
+        sys.path.insert(0, BENCHES)
+    import harness
+    return harness
 
 
 def _load(name):
@@ -21,24 +44,254 @@ def _load(name):
     return mod
 
 
-def run_suite(names=None, quick=False, json_path=None):
-    names = list(names or available())
+# ----------------------------------------------------------------------------------------------- rows
+
+def to_results(name, rows):
+    """A benchmark's return value -> harness Results (understands the harness schema and the
+    eager_overhead one: dicts with `<system>_us` and `<system>_min_us`)."""
+    H = _harness()
+    out = []
+    for r in rows or ():
+        if isinstance(r, H.Result):
+            out.append(r)
+        elif isinstance(r, dict) and "system" in r and "median" in r:
+            d = dict(r)
+            d.setdefault("bench", name)
+            d.setdefault("name", "-")
+            d.setdefault("size", "-")
+            out.append(H.result_from_dict(d))
+        elif isinstance(r, dict) and any(k.endswith("_us") and not k.endswith("_min_us") for k in r):
+            out.extend(_from_us_row(H, name, r))
+    return out
+
+
+def _from_us_row(H, bench, r):
+    systems = [k[:-3] for k in r if k.endswith("_us") and not k.endswith("_min_us")]
+    label = str(r.get("op", r.get("name", "-"))) + (" +grad" if r.get("requires_grad") else "")
+    size = str(r.get("n", r.get("size", "-")))
+    rename = {"tracejit": "tracejit eager", "torch": "torch eager"}
+    res = []
+    for s in systems:
+        med = r[f"{s}_us"] * 1e-6
+        mn = r.get(f"{s}_min_us")
+        res.append(H.Result(bench, label, rename.get(s, s), size, med, min=mn * 1e-6 if mn is not None else None,
+                            checked=True, note="checked by the benchmark itself"))
+    base = next((x for x in res if x.system == "tracejit eager"), res[0] if res else None)
+    for x in res:
+        x.baseline = base.system
+        x.speedup = base.median / x.median
+    return res
+
+
+def _spread(r):
+    if r.q1 is not None and r.q3 is not None and r.median:
+        return f"±{50 * (r.q3 - r.q1) / r.median:.1f}%"
+    if r.min is not None and r.median:
+        return f"min {_fmt_time(r.min)}"
+    return "-"
+
+
+def _fmt_time(s):
+    return _harness().fmt_time(s)
+
+
+def _roof_cell(r):
+    if not r.roofs:
+        return "-"
+    short = {"bandwidth": "bw", "blas": "blas", "numba loop": "loop"}
+    return " ".join(f"{v:.2f} {short.get(k, k)}" for k, v in r.roofs.items())
+
+
+def table(results):
+    """The results as a Markdown table (one line per row)."""
+    head = ["benchmark", "system", "size", "median", "spread", "speedup", "of roof"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        bench = r.bench + ("/" + r.name if r.name and r.name != "-" else "")
+        if r.median is None:
+            lines.append(f"| {bench} | {r.system} | {r.size} | {r.note or 'not measured'} | | | |")
+            continue
+        sp = f"{r.speedup:.2f}x" if r.speedup is not None else "-"
+        if r.baseline == r.system:
+            sp = "1.00x (base)"
+        lines.append(f"| {bench} | {r.system} | {r.size} | {_fmt_time(r.median)} | {_spread(r)} | {sp} | "
+                     f"{_roof_cell(r)} |")
+    return "\n".join(lines)
+
+
+def print_table(results, file=None):
+    print(table(results), file=file or sys.stdout)
+
+
+# ----------------------------------------------------------------------------------------------- suite
+
+def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None):
+    out = out or sys.stdout
+    say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
+    H = _harness()
+    if compare:
+        bad = [c for c in compare if c not in REFERENCE_SYSTEMS]
+        if bad:
+            say(f"--compare: unknown system(s) {', '.join(bad)}; choose from {', '.join(REFERENCE_SYSTEMS)}")
+            return 2
+        H.CONFIG["compare"] = set(compare)
+    names = list(names or [n for n in available() if _has_run(n)])
     if not names:
-        print("no benchmarks found (benches/ is not next to the package: run from a source checkout)")
+        say("no benchmarks found (benches/ is not next to the package: run from a source checkout)")
         return 1
-    results = {}
+    unknown = [n for n in names if n not in available() and n not in EXPECTED]
+    if unknown:
+        say(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}")
+        return 2
+    t_start = time.perf_counter()
+    threads = H.pin_threads()
+    mach = H.machine()
+    say(f"tracejit bench{' --quick' if quick else ''}: {mach['cpu']}, {mach['cores']} cores, "
+        f"Python {mach['python']}, numpy {mach['numpy']}, numba {mach.get('numba', '-')}")
+    say("threads pinned: " + ", ".join(f"{k} {v}" for k, v in threads.items())
+        + " (one thread per system: the machine has 2 shared cores)")
+    rf = H.roofs()
+    say(f"roofs: bandwidth {rf['bandwidth_GBps']:.1f} GB/s ({rf['bandwidth_how']}); "
+        + (f"numba loop {rf['numba_triad_GBps']:.1f} GB/s (triad); " if rf.get("numba_triad_GBps") else "")
+        + f"sgemm {rf['sgemm_GFLOPs']:.0f} GFLOP/s ({rf['sgemm_how']})")
+    refs = H.references()
+    shown = {k: v for k, v in refs.items() if k == "numpy" or H.wanted(k.split(".")[0])}
+    say("reference systems: " + "; ".join(f"{k} {v}" for k, v in shown.items()))
+    say("")
+    results, status, failed = [], {}, False
     for name in names:
         if name not in available():
-            print(f"unknown benchmark {name!r}; available: {', '.join(available())}")
-            return 2
-        mod = _load(name)
-        if not hasattr(mod, "run"):
-            print(f"== {name}: no run() function; run `python benches/bench_{name}.py` ==")
+            status[name] = "skipped: benches/bench_%s.py is not there yet" % name
+            say(f"== {name}: {status[name]} ==")
             continue
-        print(f"== {name} ==")
-        sys.stdout.flush()
-        results[name] = mod.run(quick=quick)
+        try:
+            mod = _load(name)
+        except Exception as e:
+            status[name] = f"failed to import: {type(e).__name__}: {e}"
+            say(f"== {name}: {status[name]} ==")
+            failed = True
+            continue
+        if not hasattr(mod, "run"):
+            status[name] = f"skipped: no run(quick) yet (run `python benches/bench_{name}.py`)"
+            say(f"== {name}: {status[name]} ==")
+            continue
+        say(f"== {name} ==")
+        checks0 = len(H.CHECKS)
+        t0 = time.perf_counter()
+        try:
+            rows = mod.run(quick=quick)
+        except H.Mismatch as e:
+            status[name] = f"FAILED the correctness check: {e}"
+            say(f"   {status[name]}")
+            failed = True
+            continue
+        except Exception as e:
+            status[name] = f"failed: {type(e).__name__}: {e}"
+            say(f"   {status[name]}")
+            traceback.print_exc(file=out)
+            failed = True
+            continue
+        rs = to_results(name, rows)
+        n_checks = len(H.CHECKS) - checks0
+        if n_checks:
+            for r in rs:
+                r.checked = True
+        status[name] = (f"ok: {len(rs)} rows in {time.perf_counter() - t0:.1f} s; "
+                        f"{n_checks or 'its own'} correctness check(s) passed before timing")
+        say(f"   {status[name]}")
+        results += rs
+    say("")
+    say(table(results))
+    say("")
+    say("speedup: the baseline system's median / this median, both measured in the same run (> 1 is faster).")
+    say("spread: half the interquartile range of the samples, in % of the median. of roof: achieved fraction of "
+        "the copy bandwidth (bw), of sgemm GFLOP/s (blas), or the hand-written numba loop's median / this median "
+        "(loop).")
+    n_checked = sum(1 for r in results if r.checked)
+    say(f"correctness: {len(H.CHECKS)} check_same call(s) passed before timing; {n_checked} of {len(results)} "
+        f"rows come from checked systems.")
+    say(f"total {time.perf_counter() - t_start:.1f} s")
     if json_path:
+        doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": mach, "threads": threads, "quick": quick, "roofs": rf, "references": refs,
+               "benchmarks": status, "checks": [list(map(str, c)) for c in H.CHECKS],
+               "results": [r.as_dict() for r in results]}
         with open(json_path, "w") as f:
-            json.dump(results, f, indent=1, default=str)
-    return 0
+            json.dump(doc, f, indent=1, default=str)
+        say(f"wrote {json_path}")
+    if plot_path:
+        say(plot(results, plot_path))
+    return 1 if failed else 0
+
+
+def _has_run(name):
+    """Cheap look (no import) whether a bench module defines run(): the default suite runs only those."""
+    try:
+        with open(os.path.join(BENCHES, f"bench_{name}.py")) as f:
+            return "\ndef run(" in f.read()
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------- plot
+
+def plot(results, path):
+    """Speedup vs the baseline per benchmark (vs size where a workload has several sizes) as a PNG."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return f"--plot: matplotlib is not installed (pip install matplotlib); {path} not written"
+    groups = {}
+    for r in results:
+        if r.median is not None and r.speedup is not None:
+            groups.setdefault((r.bench, r.name), []).append(r)
+    if not groups:
+        return "--plot: nothing to plot"
+    # workloads of one benchmark with one size each share a panel (bars); several sizes: speedup vs size
+    panels = {}
+    for (bench, name), rs in groups.items():
+        sizes = list(dict.fromkeys(r.size for r in rs))
+        panels.setdefault((bench, name if len(sizes) > 1 else None), []).extend(rs)
+    n = len(panels)
+    cols = min(3, n)
+    rows_ = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows_, cols, figsize=(6 * cols, 4 * rows_), squeeze=False)
+    for ax, ((bench, name), rs) in zip(axes.flat, panels.items()):
+        systems = list(dict.fromkeys(r.system for r in rs))
+        base = rs[0].baseline
+        if name is not None:            # one workload at several sizes
+            sizes = list(dict.fromkeys(r.size for r in rs))
+            for s in systems:
+                pts = [(sizes.index(r.size), r.speedup) for r in rs if r.system == s]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+            ax.set_xticks(range(len(sizes)))
+            ax.set_xticklabels(sizes, rotation=30, fontsize=8)
+            ax.set_title(f"{bench}/{name}", fontsize=10)
+        else:                           # workloads side by side, one bar per system
+            work = list(dict.fromkeys(r.name for r in rs))
+            w = 0.8 / max(1, len(systems))
+            for j, s in enumerate(systems):
+                xs, ys = [], []
+                for i, wk in enumerate(work):
+                    v = next((r.speedup for r in rs if r.system == s and r.name == wk), None)
+                    if v is not None:
+                        xs.append(i + j * w)
+                        ys.append(v)
+                ax.bar(xs, ys, width=w, label=s)
+            ax.set_xticks([i + w * (len(systems) - 1) / 2 for i in range(len(work))])
+            ax.set_xticklabels(work, rotation=30, fontsize=8)
+            ax.set_title(f"{bench} ({rs[0].size})", fontsize=10)
+        ax.set_yscale("log")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.set_ylabel(f"speedup vs {base}", fontsize=8)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle("tracejit bench: speedup vs baseline (same run; higher is faster)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return f"wrote {path}"
+

@@ -91,18 +91,27 @@ def demo(args):
 def explain_cmd(args):
     import importlib
     import os
-    import tracejit as torch
     from .explain import explain, parse_inputs
     sys.path.insert(0, os.getcwd())
     mod, _, fn = args.target.partition(":")
-    f = getattr(importlib.import_module(mod), fn)
-    print(explain(f, *parse_inputs(args.inputs)))
+    if not fn:
+        print(f"tracejit explain: write the target as MODULE:FUNCTION, got {args.target!r}", file=sys.stderr)
+        return 2
+    f = importlib.import_module(mod)
+    for part in fn.split("."):
+        f = getattr(f, part)
+    ex = explain(f, *parse_inputs(args.inputs), backend=args.backend)
+    print(ex.text())
+    if args.html:
+        ex.save_html(args.html)
+        print(f"\nwrote {args.html}")
     return 0
 
 
 def bench_cmd(args):
     from .bench import run_suite
-    return run_suite(args.names, quick=args.quick, json_path=args.json)
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else None
+    return run_suite(args.names, quick=args.quick, json_path=args.json, plot_path=args.plot, compare=compare)
 
 
 def main(argv=None):
@@ -115,11 +124,17 @@ def main(argv=None):
     e = sub.add_parser("explain", help="show the eager graph, the traced IR, the passes and the kernels")
     e.add_argument("target", help="MODULE:FUNCTION")
     e.add_argument("--inputs", required=True, help='input types as the IR writes them, e.g. "f32[8,4] f32[4,3]"')
+    e.add_argument("--html", default=None, metavar="FILE", help="also write one self-contained HTML page")
+    e.add_argument("--backend", default=None, help="numba (default) or interpreter")
     e.set_defaults(func=explain_cmd)
     b = sub.add_parser("bench", help="run the benchmark suite")
-    b.add_argument("names", nargs="*")
-    b.add_argument("--quick", action="store_true")
-    b.add_argument("--json", default=None)
+    b.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all in benches/)")
+    b.add_argument("--quick", action="store_true", help="smaller sizes and fewer samples (< 60 s)")
+    b.add_argument("--json", default=None, metavar="FILE", help="also write every row, the roofs and the machine")
+    b.add_argument("--plot", default=None, metavar="FILE.png", help="speedup chart (needs matplotlib)")
+    b.add_argument("--compare", default=None, metavar="SYSTEMS",
+                   help="reference systems to measure besides tracejit, e.g. torch,jax,numpy (default: all "
+                        "that work here; numpy always)")
     b.set_defaults(func=bench_cmd)
     args = p.parse_args(argv)
     return args.func(args)

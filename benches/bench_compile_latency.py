@@ -1,0 +1,224 @@
+"""Compile latency: what the first call of a traced function costs, and what the caches save.
+
+For each workload (an elementwise chain, forward + backward; an MLP training step):
+
+- cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
+  generates the kernels and has numba compile them;
+- disk cache: a second fresh process with the same cache folder (numba loads the machine code);
+- warm retrace: in a process that has already compiled it, `tracejit.trace` of a new function object with
+  the same body (tracing + passes + code generation; the kernel modules are found in memory);
+- torch.compile cold / disk cache (a fresh TORCHINDUCTOR_CACHE_DIR) for the chain, when it works here.
+
+Each row is the first call's wall time (median over the processes); notes give the import time, the steady
+call time and the whole process time. Every process prints its result, checked against numpy first.
+
+    python benches/bench_compile_latency.py [--quick]
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = H.ROOT
+
+# The child: import, build inputs, first call (trace + compile + run), steady calls, a warm retrace.
+CHILD = r'''
+import json, os, sys, time, statistics
+t0 = time.perf_counter()
+import numpy as np
+SYSTEM, WORK = sys.argv[1], sys.argv[2]
+if SYSTEM == "torch":
+    import torch as lib
+    torch = lib
+    torch.set_num_threads(1)
+    F = torch.nn.functional
+    compile_ = lambda f: torch.compile(f, dynamic=False)
+else:
+    import tracejit as lib
+    F = lib.nn.functional
+    compile_ = lib.trace
+t_import = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+
+def make():
+    if WORK == "chain":
+        arrs = [rng.standard_normal(4096, dtype=np.float32) for _ in range(3)]
+        ts = [lib.tensor(a, requires_grad=True) for a in arrs]
+        def f(x, w, b):
+            return (lib.tanh(x * w + b) * lib.sigmoid(x) + 0.5 * x * x).sum()
+        def call(fn):
+            for t in ts:
+                t.grad = None
+            loss = fn(*ts)
+            loss.backward()
+            return [float(loss)] + [float(t.grad.sum()) for t in ts]
+        return f, call
+    sizes = (64, 128, 128, 10)
+    ps = []
+    for i, o in zip(sizes[:-1], sizes[1:]):
+        ps += [lib.tensor(rng.uniform(-0.1, 0.1, (i, o)).astype(np.float32), requires_grad=True),
+               lib.tensor(np.zeros(o, np.float32), requires_grad=True)]
+    x = lib.tensor(rng.standard_normal((32, sizes[0]), dtype=np.float32))
+    y = lib.tensor(rng.integers(0, 10, 32))
+    def f(x, y):
+        h = x
+        for i in range(0, len(ps) - 2, 2):
+            h = F.relu(h @ ps[i] + ps[i + 1])
+        loss = F.cross_entropy(h @ ps[-2] + ps[-1], y)
+        loss.backward()
+        with lib.no_grad():
+            for p in ps:
+                p -= 0.01 * p.grad
+                p.grad = None
+        return loss.detach()
+    def call(fn):
+        return [float(fn(x, y))]
+    return f, call
+
+f, call = make()
+cf = compile_(f)
+t = time.perf_counter()
+first_value = call(cf)
+first = time.perf_counter() - t
+steady = []
+for _ in range(5):
+    t = time.perf_counter()
+    call(cf)
+    steady.append(time.perf_counter() - t)
+res = {"import": t_import, "first": first, "steady": statistics.median(steady), "value": first_value}
+if SYSTEM == "tracejit":
+    warm = []
+    for _ in range(3):
+        g, call2 = make()                      # a new function object, same body: traced again
+        cg = compile_(g)
+        t = time.perf_counter()
+        call2(cg)
+        warm.append(time.perf_counter() - t)
+    res["warm"] = statistics.median(warm)
+    try:
+        from tracejit.backends import diskcache
+        info = diskcache.cache_info()
+        res["cache"] = {k: info.get(k) for k in ("entries", "compiled", "cache_hits")}
+    except Exception:
+        pass
+res["process"] = time.perf_counter() - t0
+print("RESULT " + json.dumps(res))
+'''
+
+
+def reference(work):
+    """numpy values of the first call (loss and grad sums; for the MLP, the first loss)."""
+    rng = np.random.default_rng(0)
+    if work == "chain":
+        x, w, b = (rng.standard_normal(4096, dtype=np.float32).astype(np.float64) for _ in range(3))
+        t = np.tanh(x * w + b)
+        s = 1 / (1 + np.exp(-x))
+        loss = (t * s + 0.5 * x * x).sum()
+        dt = (1 - t * t) * s
+        gx = dt * w + t * s * (1 - s) + x
+        return [loss, gx.sum(), (dt * x).sum(), dt.sum()]
+    sizes = (64, 128, 128, 10)
+    ps = []
+    for i, o in zip(sizes[:-1], sizes[1:]):
+        ps += [rng.uniform(-0.1, 0.1, (i, o)).astype(np.float32), np.zeros(o, np.float32)]
+    x = rng.standard_normal((32, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, 10, 32)
+    h = x.astype(np.float64)
+    for i in range(0, len(ps) - 2, 2):
+        h = np.maximum(h @ ps[i] + ps[i + 1], 0)
+    z = h @ ps[-2] + ps[-1]
+    m = z.max(1, keepdims=True)
+    lse = np.log(np.exp(z - m).sum(1)) + m[:, 0]
+    return [float(np.mean(lse - z[np.arange(32), y]))]
+
+
+def child(system, work, cache_dir, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
+    env.update({"TRACEJIT_CACHE_DIR": cache_dir, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "NUMBA_NUM_THREADS": "1", "PYTHONPATH": ROOT + os.pathsep + env.get("PYTHONPATH", "")})
+    env.update(extra_env or {})
+    r = subprocess.run([sys.executable, "-c", CHILD, system, work], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=600)
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+    raise RuntimeError(f"{system} {work} child failed (exit {r.returncode}): {tail[:200]}")
+
+
+def _row(work, system, runs, key="first", baseline="tracejit cold"):
+    xs = [r[key] for r in runs]
+    imp = statistics.median(r["import"] for r in runs)
+    steady = statistics.median(r["steady"] for r in runs)
+    note = f"import {imp:.2f} s, steady call {H.fmt_time(steady)}"
+    if key == "first":
+        note += f", whole process {statistics.median(r['process'] for r in runs):.1f} s"
+    if "cache" in runs[-1] and key == "first":
+        c = runs[-1]["cache"]
+        note += f", numba compiled {c.get('compiled')} / loaded {c.get('cache_hits')} kernels"
+    return H.summarize("compile_latency", work, system, f"{len(xs)} process{'es' if len(xs) > 1 else ''}", xs,
+                       baseline=baseline, note=note)
+
+
+def run(quick=False):
+    reps = 1 if quick else 3
+    works = ("chain",) if quick else ("chain", "mlp_step")
+    out, notes = [], {}
+    for work in works:
+        values = {"numpy": reference(work)}
+        cold, disk = [], []
+        for _ in range(reps):
+            d = tempfile.mkdtemp(prefix="tj-cold-")
+            try:
+                cold.append(child("tracejit", work, d))
+                disk.append(child("tracejit", work, d))
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+        values["tracejit cold"] = cold[0]["value"]
+        values["tracejit disk cache"] = disk[0]["value"]
+        rows = [_row(work, "tracejit cold (empty cache, new process)", cold),
+                _row(work, "tracejit disk cache (new process)", disk),
+                _row(work, "tracejit warm retrace (same process)", cold + disk, key="warm")]
+        if work == "chain" and H.wanted("torch"):
+            refs = H.references()
+            if quick:
+                notes["torch.compile"] = "skipped in --quick (a cold compile takes ~15 s here)"
+            elif refs["torch.compile"] != "works":
+                notes["torch.compile"] = refs["torch.compile"]
+            else:
+                d = tempfile.mkdtemp(prefix="tj-inductor-")
+                try:
+                    env = {"TORCHINDUCTOR_CACHE_DIR": d}
+                    tc = [child("torch", work, os.path.join(d, "tj"), env)]
+                    td = [child("torch", work, os.path.join(d, "tj"), env)]
+                    values["torch.compile cold"] = tc[0]["value"]
+                    values["torch.compile disk cache"] = td[0]["value"]
+                    rows += [_row(work, "torch.compile cold (empty cache, new process)", tc),
+                             _row(work, "torch.compile disk cache (new process)", td)]
+                except Exception as e:
+                    notes["torch.compile"] = f"unavailable: {e}"
+                finally:
+                    shutil.rmtree(d, ignore_errors=True)
+        H.check_same(values, rtol=1e-4, atol=1e-4, label=f"compile_latency/{work} (first call's values)")
+        base = rows[0].median
+        for r in rows:
+            r.checked = True
+            r.speedup = base / r.median
+            r.baseline = rows[0].system
+        out += rows
+    for k, v in notes.items():
+        out.append(H.Result("compile_latency", "chain", k, "-", None, note=v))
+    return out
+
+
+if __name__ == "__main__":
+    from tracejit.bench import print_table
+    print_table(run(quick="--quick" in sys.argv))
