@@ -34,7 +34,7 @@ CHILD = r'''
 import json, os, sys, time, statistics
 t0 = time.perf_counter()
 import numpy as np
-SYSTEM, WORK = sys.argv[1], sys.argv[2]
+SYSTEM, WORK, REPS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if SYSTEM == "torch":
     import torch as lib
     torch = lib
@@ -89,14 +89,14 @@ t = time.perf_counter()
 first_value = call(cf)
 first = time.perf_counter() - t
 steady = []
-for _ in range(5):
+for _ in range(2 * REPS + 1):
     t = time.perf_counter()
     call(cf)
     steady.append(time.perf_counter() - t)
 res = {"import": t_import, "first": first, "steady": statistics.median(steady), "value": first_value}
 if SYSTEM == "tracejit":
     warm = []
-    for _ in range(3):
+    for _ in range(REPS):
         g, call2 = make()                      # a new function object, same body: traced again
         cg = compile_(g)
         t = time.perf_counter()
@@ -140,12 +140,12 @@ def reference(work):
     return [float(np.mean(lse - z[np.arange(32), y]))]
 
 
-def child(system, work, cache_dir, extra_env=None):
+def child(system, work, cache_dir, extra_env=None, reps=3):
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")}
     env.update({"TRACEJIT_CACHE_DIR": cache_dir, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
                 "NUMBA_NUM_THREADS": "1", "PYTHONPATH": ROOT + os.pathsep + env.get("PYTHONPATH", "")})
     env.update(extra_env or {})
-    r = subprocess.run([sys.executable, "-c", CHILD, system, work], capture_output=True, text=True, env=env,
+    r = subprocess.run([sys.executable, "-c", CHILD, system, work, str(reps)], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -156,6 +156,7 @@ def child(system, work, cache_dir, extra_env=None):
 
 def _row(work, system, runs, key="first", baseline="tracejit cold"):
     xs = [r[key] for r in runs]
+    where = f"{len(xs)} process{'es' if len(xs) > 1 else ''}" if key == "first" else "in-process"
     imp = statistics.median(r["import"] for r in runs)
     steady = statistics.median(r["steady"] for r in runs)
     note = f"import {imp:.2f} s, steady call {H.fmt_time(steady)}"
@@ -164,7 +165,7 @@ def _row(work, system, runs, key="first", baseline="tracejit cold"):
     if "cache" in runs[-1] and key == "first":
         c = runs[-1]["cache"]
         note += f", numba compiled {c.get('compiled')} / loaded {c.get('cache_hits')} kernels"
-    return H.summarize("compile_latency", work, system, f"{len(xs)} process{'es' if len(xs) > 1 else ''}", xs,
+    return H.summarize("compile_latency", work, system, where, xs,
                        baseline=baseline, note=note)
 
 
@@ -178,8 +179,8 @@ def run(quick=False):
         for _ in range(reps):
             d = tempfile.mkdtemp(prefix="tj-cold-")
             try:
-                cold.append(child("tracejit", work, d))
-                disk.append(child("tracejit", work, d))
+                cold.append(child("tracejit", work, d, reps=reps))
+                disk.append(child("tracejit", work, d, reps=reps))
             finally:
                 shutil.rmtree(d, ignore_errors=True)
         values["tracejit cold"] = cold[0]["value"]

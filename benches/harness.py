@@ -63,7 +63,8 @@ class Result:
     speedup: float = None        # baseline median / this median (> 1: faster than the baseline)
     roofs: dict = field(default_factory=dict)   # roof name -> fraction of it reached (1.0 = at the roof)
     checked: bool = False        # check_same passed for this row's numbers before timing
-    note: str = ""
+    note: str = ""               # shown under the table
+    extra: dict = field(default_factory=dict)   # anything else worth keeping in the JSON
 
     def as_dict(self):
         return asdict(self)

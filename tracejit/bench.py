@@ -21,6 +21,10 @@ ORDER = ("eager_overhead", "fused_chain", "rows", "mlp_step", "cnn_step", "compi
 # benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
 EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
 REFERENCE_SYSTEMS = ("numpy", "torch", "jax")
+# extra keyword arguments for a benchmark's run(), passed only when its signature takes them: one table
+# (not each benchmark's own as well), and a --quick suite that stays under a minute on 2 cores
+RUN_KWARGS = {"eager_overhead": {"verbose": False}}
+QUICK_KWARGS = {"eager_overhead": {"sizes": (1000,)}}
 
 
 def available():
@@ -74,8 +78,9 @@ def _from_us_row(H, bench, r):
     for s in systems:
         med = r[f"{s}_us"] * 1e-6
         mn = r.get(f"{s}_min_us")
+        extra = {k: v for k, v in r.items() if not k.endswith("_us") and k not in ("op", "n", "requires_grad")}
         res.append(H.Result(bench, label, rename.get(s, s), size, med, min=mn * 1e-6 if mn is not None else None,
-                            checked=True, note="checked by the benchmark itself"))
+                            checked=True, extra=extra))
     base = next((x for x in res if x.system == "tracejit eager"), res[0] if res else None)
     for x in res:
         x.baseline = base.system
@@ -179,7 +184,7 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         checks0 = len(H.CHECKS)
         t0 = time.perf_counter()
         try:
-            rows = mod.run(quick=quick)
+            rows = mod.run(quick=quick, **_kwargs(mod.run, name, quick))
         except H.Mismatch as e:
             status[name] = f"FAILED the correctness check: {e}"
             say(f"   {status[name]}")
@@ -202,11 +207,15 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         results += rs
     say("")
     say(table(results))
+    notes = list(dict.fromkeys(f"{r.bench}/{r.name}, {r.system}: {r.note}" for r in results
+                               if r.note and r.median is not None))
+    if notes:
+        say("\nnotes:\n" + "\n".join("  " + n for n in notes))
     say("")
     say("speedup: the baseline system's median / this median, both measured in the same run (> 1 is faster).")
     say("spread: half the interquartile range of the samples, in % of the median. of roof: achieved fraction of "
         "the copy bandwidth (bw), of sgemm GFLOP/s (blas), or the hand-written numba loop's median / this median "
-        "(loop).")
+        "(loop); bw above 1 means the data fit in the caches.")
     n_checked = sum(1 for r in results if r.checked)
     say(f"correctness: {len(H.CHECKS)} check_same call(s) passed before timing; {n_checked} of {len(results)} "
         f"rows come from checked systems.")
@@ -222,6 +231,18 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
     if plot_path:
         say(plot(results, plot_path))
     return 1 if failed else 0
+
+
+def _kwargs(run, name, quick):
+    import inspect
+    want = dict(RUN_KWARGS.get(name, {}))
+    if quick:
+        want.update(QUICK_KWARGS.get(name, {}))
+    try:
+        params = inspect.signature(run).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {k: v for k, v in want.items() if k in params}
 
 
 def _has_run(name):
@@ -252,8 +273,11 @@ def plot(results, path):
     # workloads of one benchmark with one size each share a panel (bars); several sizes: speedup vs size
     panels = {}
     for (bench, name), rs in groups.items():
-        sizes = list(dict.fromkeys(r.size for r in rs))
-        panels.setdefault((bench, name if len(sizes) > 1 else None), []).extend(rs)
+        per_system = {}
+        for r in rs:
+            per_system.setdefault(r.system, set()).add(r.size)
+        multi = any(len(v) > 1 for v in per_system.values())
+        panels.setdefault((bench, name if multi else None), []).extend(rs)
     n = len(panels)
     cols = min(3, n)
     rows_ = (n + cols - 1) // cols
@@ -282,8 +306,11 @@ def plot(results, path):
                 ax.bar(xs, ys, width=w, label=s)
             ax.set_xticks([i + w * (len(systems) - 1) / 2 for i in range(len(work))])
             ax.set_xticklabels(work, rotation=30, fontsize=8)
-            ax.set_title(f"{bench} ({rs[0].size})", fontsize=10)
-        ax.set_yscale("log")
+            sizes = list(dict.fromkeys(r.size for r in rs))
+            ax.set_title(f"{bench} ({sizes[0] if len(sizes) == 1 else ', '.join(sizes)})", fontsize=10)
+        vals = [r.speedup for r in rs]
+        if max(vals) / min(vals) > 4:
+            ax.set_yscale("log")
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_ylabel(f"speedup vs {base}", fontsize=8)
         ax.legend(fontsize=7)
