@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _dtype as D
 from ._state import STATE
+from .size import Size
 
 
 class device:
@@ -40,6 +41,12 @@ class device:
 
 
 CPU = device("cpu")
+
+
+class DeviceArray:
+    """Base of array types living on an accelerator (backends/numba_cuda/array.py's CudaArray): a cuda tensor's
+    `_data`. Tensor code that needs host values goes through `Tensor._host()`."""
+    __slots__ = ()
 
 
 def check_device(dev):
@@ -91,7 +98,7 @@ class Tensor:
     @classmethod
     def _wrap(cls, arr):
         t = object.__new__(Tensor)
-        if type(arr) is not np.ndarray:
+        if type(arr) is not np.ndarray and not isinstance(arr, DeviceArray):
             arr = np.asarray(arr)
         t._init(arr)
         return t
@@ -99,7 +106,6 @@ class Tensor:
     # -------------------------------------------------------------- metadata
     @property
     def shape(self):
-        from .size import Size
         return Size(self._data.shape if self._data is not None else self._value.shape)
 
     def size(self, dim=None):
@@ -139,11 +145,19 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        d = self._data
+        if d is None:       # a tracer: the device of the trace
+            return getattr(STATE.tracer, "device", CPU)
+        return d.device if isinstance(d, DeviceArray) else CPU
 
     @property
     def is_cuda(self):
-        return False
+        return self.device.type == "cuda"
+
+    def _host(self):
+        """The values as a numpy array (a copy from the device for cuda tensors)."""
+        d = self._data
+        return d.to_host() if isinstance(d, DeviceArray) else d
 
     @property
     def is_leaf(self):
@@ -213,8 +227,8 @@ class Tensor:
 
     @property
     def grad(self):
-        if STATE.tracer is not None and self._data is None:
-            STATE.tracer.touch_grad(self)     # lifts a real .grad on first read inside a trace
+        if STATE.tracer is not None:
+            STATE.tracer.touch_grad(self)     # lifts the tensor and its .grad on first use inside a trace
         return self._grad
 
     @grad.setter
@@ -296,27 +310,35 @@ class Tensor:
         self._concrete(".numpy()")
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if isinstance(self._data, DeviceArray):
+            if not force:
+                raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy "
+                                f"the tensor to host memory first.")
+            return self._host()
         return self._data
 
     def __array__(self, dtype=None, copy=None):
         self._concrete("np.asarray(tensor)")
-        return self._data if dtype is None else self._data.astype(dtype)
+        d = self._data
+        if isinstance(d, DeviceArray):
+            d.__array__()       # raises PyTorch's TypeError: .cpu() first
+        return d if dtype is None else d.astype(dtype)
 
     def item(self):
         self._concrete(".item()")
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
-        return self._data.reshape(()).item()
+        return self._host().reshape(()).item()
 
     def tolist(self):
         self._concrete(".tolist()")
-        return self._data.tolist()
+        return self._host().tolist()
 
     def __bool__(self):
         self._concrete("bool(tensor)")
         if self._data.size != 1:
             raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self._data.reshape(()))
+        return bool(self._host().reshape(()))
 
     def __float__(self):
         self._concrete("float(tensor)")
@@ -346,7 +368,7 @@ class Tensor:
     def __reduce_ex__(self, proto):
         self._concrete("pickle")
         from .creation import tensor
-        return (tensor, (self._data.copy(),), None)
+        return (tensor, (self._host().copy(),), None)
 
     def __deepcopy__(self, memo):
         if not self.is_leaf:

@@ -65,3 +65,54 @@ def test_traced_method():
     with torch.no_grad():
         ref = torch.tanh(x @ m.lin.weight.t() + m.lin.bias)
     np.testing.assert_allclose(y.detach().numpy(), ref.numpy(), rtol=1e-6)
+
+
+def _train_pair(make_opt):
+    def mk():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        return m, make_opt(m.parameters())
+    return mk(), mk()
+
+
+def _step(m, o, x, y):
+    o.zero_grad()
+    loss = nn.functional.cross_entropy(m(x), y)
+    loss.backward()
+    o.step()
+    return loss.detach()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+    lambda p: torch.optim.Adam(p, lr=0.01),
+    lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    lambda p: torch.optim.RMSprop(p, lr=0.01),
+], ids=["sgd-nesterov", "adam", "adamw", "rmsprop"])
+def test_whole_training_step_traced_from_the_first_step(make_opt, backend):
+    (me, oe), (mt, ot) = _train_pair(make_opt)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    traced = torch.trace(lambda: _step(mt, ot, x, y), backend=backend)
+    for _ in range(6):
+        le, lt = _step(me, oe, x, y), traced()
+        np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-5)
+    for p, q in zip(me.parameters(), mt.parameters()):
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # the first call creates the optimizer state (run once), the second traces the steady step, then hits
+    assert traced.cache_info() == {"entries": 1, "traces": 2, "hits": 4, "limit": traced.max_cache_size}
+    assert all(isinstance(v, torch.Tensor) and not v.is_tracer
+               for st in ot.state.values() for v in st.values() if isinstance(v, torch.Tensor))
+
+
+def test_stored_out_of_place_tracer_from_other_trace_is_a_clear_error():
+    keep = {}
+
+    @torch.trace
+    def f(x):
+        keep["y"] = x * 2      # escapes: becomes a real tensor after the run
+        return x + 1
+    f(torch.ones(2))
+    assert keep["y"].tolist() == [2.0, 2.0]

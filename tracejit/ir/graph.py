@@ -5,10 +5,11 @@ import numpy as np
 
 
 class Value:
-    __slots__ = ("id", "shape", "dtype", "producer", "index", "__weakref__")
+    __slots__ = ("id", "shape", "dtype", "producer", "index", "graph", "__weakref__")
 
-    def __init__(self, id, shape, dtype, producer=None, index=0):
+    def __init__(self, id, shape, dtype, producer=None, index=0, graph=None):
         self.id = id
+        self.graph = graph
         self.shape = tuple(shape)
         self.dtype = dtype
         self.producer = producer
@@ -52,7 +53,7 @@ class Graph:
         self._ids = itertools.count()
 
     def new_value(self, shape, dtype, producer=None, index=0):
-        return Value(next(self._ids), shape, dtype, producer, index)
+        return Value(next(self._ids), shape, dtype, producer, index, self)
 
     def add_input(self, shape, dtype, name=""):
         v = self.new_value(shape, dtype)

@@ -7,6 +7,7 @@ functionalized. The backward graph is derived symbolically at trace time, so out
 `CompiledFunctionBackward` grad_fn that runs the compiled backward program.
 """
 import functools
+import gc
 import logging
 import time
 import weakref
@@ -99,6 +100,7 @@ class Entry:
         self.n_saved = 0
         self.graphs = {}
         self.compile_time = 0.0
+        self.one_shot = False
 
     def resolve(self, leaves):
         """The tensors behind the sources for this call (owners, for .grad sources), or a reason."""
@@ -248,7 +250,13 @@ class TracedFunction:
         entry = build_entry(self.fn, args, kwargs, leaves, self.backend_name)
         entry.compile_time = time.perf_counter() - t0
         self.traces += 1
-        self.cache.setdefault(key, []).append(entry)
+        if entry.one_shot:
+            # this call created state that later calls will read (e.g. the optimizer's first step): run this
+            # program once and trace again next time, when that state exists and is lifted
+            log.info("tracejit: %s created persistent tensors (e.g. optimizer state) on this call; the program "
+                     "runs once and the next call traces again", self.__name__)
+        else:
+            self.cache.setdefault(key, []).append(entry)
         self._last_sig = key
         return entry
 
@@ -260,7 +268,7 @@ class TracedFunction:
         user = [Tensor._wrap(a) for a in outs[:n]]
         k = n
         for src, kind in entry.writeback:
-            t = ts[src]
+            t = src if kind in ("adopt", "escaped") else ts[src]
             if kind == "grad_none":
                 t._grad = None
                 continue
@@ -269,6 +277,11 @@ class TracedFunction:
             if kind == "data":
                 np.copyto(t._data, a)
                 t._version.v += 1
+            elif kind == "adopt":
+                np.copyto(t._data, a)
+                t._version.v += 1
+            elif kind == "escaped":
+                t._data, t._value = np.array(a), None
             else:
                 t._grad = Tensor._wrap(a.copy() if any(a is x for x in arrays) else a)
         if entry.bwd_fn is not None and STATE.grad_enabled:
@@ -367,6 +380,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
             ctx.value_of(o)
             if o._data is not None:      # an output made inside without ops: a constant
                 ctx.ensure_tracer(o)
+        o = None                         # (no local may keep a tracer alive: see ctx.escaped below)
         g = ctx.graph
         e.n_out = len(outs)
         out_vals = [o._value for o in outs]
@@ -387,6 +401,11 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
                 ctx.ensure_tracer(t._grad)
                 e.writeback.append((i, "grad"))
                 wb_vals.append(t._grad._value)
+        # tensors created inside and updated in place (new optimizer state...): written once, after this run
+        for t, _ in ctx.adopted:
+            e.writeback.append((t, "adopt"))
+            wb_vals.append(t._value)
+        e.one_shot = bool(ctx.adopted)
         # the backward of the whole function, derived now on the same tracers
         diff_pos = [i for i, s in enumerate(ctx.slots) if s.kind == "data" and s.tensor._requires_grad]
         e.out_rg = [i for i, o in enumerate(outs) if o._requires_grad]
@@ -404,12 +423,20 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         e.diff_meta = (tuple(tuple(ctx.slots[i].tensor.shape) for i in e.diff_inputs),
                        tuple(ctx.slots[i].tensor.dtype for i in e.diff_inputs))
         grad_vals = [ctx.value_of(x) for x in grads]
-        g.outputs = out_vals + wb_vals + grad_vals
-        g.output_names = [f"out{i}" for i in range(len(outs))] + [f"writeback{i}" for i in range(len(wb_vals))] \
-            + [f"grad{i}" for i in range(len(grad_vals))]
         e.modules = [(weakref.ref(m), tr) for m, tr in ctx.modules.values()]
         slots = list(ctx.slots)
         grad_touched = ctx.grad_touched
+        n_ct = len(cts)
+        del out, outs, grads, cts
+    # results the function stored on Python objects (e.g. SGD's first momentum buffer) become real tensors
+    gc.collect()
+    for t in ctx.escaped():
+        e.writeback.append((t, "escaped"))
+        wb_vals.append(t._value)
+        e.one_shot = True
+    g.outputs = out_vals + wb_vals + grad_vals
+    g.output_names = [f"out{i}" for i in range(len(out_vals))] + [f"writeback{i}" for i in range(len(wb_vals))] \
+        + [f"grad{i}" for i in range(len(grad_vals))]
     # where each input comes from at call time, and what it looked like now (the guards)
     arg_index = {id(t): j for j, t in enumerate(leaves)}
     for sl in slots:
@@ -430,7 +457,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
     n_fwd = len(out_vals) + len(wb_vals)
     if e.diff_inputs:
         e.joint = joint
-        e.fwd, e.bwd, e.n_saved = P.partition(joint, n_fwd, len(cts))
+        e.fwd, e.bwd, e.n_saved = P.partition(joint, n_fwd, n_ct)
         e.fwd, e.bwd = P.dce(e.fwd), P.dce(e.bwd)
     else:
         e.fwd = joint

@@ -5,6 +5,8 @@ the real tensor is switched into tracer mode in place (its data put aside), so r
 `.grad` assignments inside the function all act on IR values. When the trace ends every lifted tensor gets
 its real state back, and what changed (its value, its `.grad`) becomes an output written back after runs.
 """
+import weakref
+
 import numpy as np
 
 from .._state import STATE
@@ -31,6 +33,8 @@ class TraceContext:
         self.initial_grad = {}   # id(tensor) -> initial grad (Tensor tracer or None)
         self.lifted = []         # tensors lifted implicitly (not arguments)
         self.names = {}
+        self.created = []        # weakrefs to every tracer made here
+        self.adopted = []        # tensors made inside and updated in place (e.g. new optimizer state)
         self.grad_touched = set()
         self.made_inside = {}    # id(tensor) -> (tensor, const Value) for tensors created during the trace
         self.modules = {}        # id(module) -> (module, training flag) seen during the trace
@@ -48,6 +52,8 @@ class TraceContext:
         return False
 
     def restore(self):
+        for t, data in self.adopted:     # back to real tensors; the first run writes their new values
+            t._data, t._value = data, None
         for t, saved in reversed(self.swapped):
             (t._data, t._value, t._grad, t.grad_fn, t._output_nr, t._requires_grad, t._version) = saved
         self.swapped = []
@@ -81,6 +87,8 @@ class TraceContext:
 
     def touch_grad(self, t):
         """`t.grad` is read or written inside the trace: its None-ness is guarded, a real one is lifted."""
+        if t._data is not None and t._serial <= self.start_serial:
+            self.value_of(t)          # its .grad is state the function reads or writes: lift the tensor
         if id(t) not in self.initial_grad:
             return
         self.grad_touched.add(id(t))
@@ -93,11 +101,18 @@ class TraceContext:
     def value_of(self, a):
         if isinstance(a, Tensor):
             if a._data is None:
-                return a._value
+                v = a._value
+                if v.graph is not self.graph:
+                    raise TraceError(
+                        "a tensor from another trace leaked into this one (a tracer was stored somewhere during "
+                        "an earlier trace, e.g. an out-of-place result kept on an object). Keep state that must "
+                        "persist across calls in tensors created outside the traced function, or update it in "
+                        "place.")
+                return v
             if a._serial > self.start_serial:                      # made inside the function: a constant
                 hit = self.made_inside.get(id(a))
                 if hit is None:
-                    hit = self.made_inside[id(a)] = (a, self.graph.add_const(a._data.copy()))
+                    hit = self.made_inside[id(a)] = (a, self.graph.add_const(a._host().copy()))
                 return hit[1]
             self.lifted.append(a)
             return self._lift(a, f"lifted{len(self.lifted) - 1}")
@@ -113,19 +128,31 @@ class TraceContext:
         outs = self.graph.add_node(op, vals, attrs, avals)
         return tuple(self.tracer(v) for v in outs)
 
-    @staticmethod
-    def tracer(v):
+    def tracer(self, v):
         t = object.__new__(Tensor)
         t._init(None)
         t._value = v
+        self.created.append(weakref.ref(t))
         return t
+
+    def escaped(self):
+        """Tracers still alive after the trace (call gc first) that nothing of ours holds: results the
+        function stored on Python objects (new optimizer state, caches). They must become real tensors."""
+        mine = {id(t) for t, _ in self.swapped} | {id(t) for t, _ in self.adopted}
+        out = []
+        for r in self.created:
+            t = r()
+            if t is not None and t._data is None and id(t) not in mine and t._value.graph is self.graph:
+                out.append(t)
+        return out
 
     def ensure_tracer(self, t):
         """Make a real tensor about to be updated in place a tracer (lifted, or a constant made inside)."""
         if t._data is None:
             return
         v = self.value_of(t)
-        if t._data is not None:      # a tensor made inside the trace: it simply becomes a tracer
+        if t._data is not None:      # made inside the trace and updated in place: persistent new state
+            self.adopted.append((t, t._data))
             t._data = None
             t._value = v
 
