@@ -1,0 +1,321 @@
+"""The disk cache of generated kernel source (tracejit.backends.diskcache): write once, reuse across processes,
+survive corrupt files (ours and numba's) and concurrent writers."""
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from tracejit.backends import diskcache as dc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def kernel_source(tag, scale=2.0):
+    # `tag` makes each test's source (and so its module name) distinct
+    return textwrap.dedent(f"""\
+        # tracejit diskcache test kernel: {tag}
+        import numba
+
+
+        @numba.njit(cache=True, nogil=True, error_model='numpy')
+        def kern(x, out):
+            for i in range(x.size):
+                out[i] = x[i] * numba.float32({scale}) + numba.float32(1.0)
+        """)
+
+
+def run_kernel(mod, scale=2.0, n=1000):
+    x = np.linspace(-3, 3, n).astype(np.float32)
+    out = np.empty_like(x)
+    mod.kern(x, out)
+    np.testing.assert_allclose(out, x * np.float32(scale) + np.float32(1), rtol=1e-6)
+    return out
+
+
+def numba_files(src, kind="k"):
+    d = os.path.dirname(dc.entry_path(src, kind))
+    name = os.path.basename(dc.entry_path(src, kind))[:-3]
+    return sorted(glob.glob(os.path.join(d, "__pycache__", name + ".*.nb[ic]")))
+
+
+def run_child(code, cache_dir, timeout=120):
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(cache_dir))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(autouse=True)
+def cache_env(tmp_path, monkeypatch):
+    d = tmp_path / "tjcache"
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(d))
+    return d
+
+
+def test_cache_dir_reads_env_each_call(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "a"))
+    a = dc.cache_dir()
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "b"))
+    b = dc.cache_dir()
+    assert os.path.isdir(a) and os.path.isdir(b)
+    assert os.path.dirname(a) == str(tmp_path / "a") and os.path.dirname(b) == str(tmp_path / "b")
+    import numba
+    tag = os.path.basename(a)
+    assert tag == dc.version_tag() and f"numba{numba.__version__}" in tag and "llvmlite" in tag
+    monkeypatch.delenv("TRACEJIT_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert dc.cache_root() == str(tmp_path / "xdg" / "tracejit")
+    assert dc.cache_dir().startswith(str(tmp_path / "xdg" / "tracejit" / "tj"))
+
+
+def test_write_load_run(cache_env):
+    src = kernel_source("write_load_run")
+    c0 = dc.compile_count()
+    mod = dc.load_module(src)
+    path = dc.entry_path(src)
+    assert mod.__file__ == path and os.path.basename(path).startswith("tj_k_")
+    assert len(os.path.basename(path)) == len("tj_k_") + 24 + 3
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == src
+    assert sys.modules[mod.__name__] is mod
+    run_kernel(mod)
+    assert dc.compile_count() - c0 == 1
+    assert numba_files(src), "numba wrote no cache files next to the entry"
+    info = dc.cache_info()
+    assert info["path"] == os.path.dirname(path) and info["path"].startswith(str(cache_env))
+    assert info["entries"] == 1 and info["bytes"] > len(src) and info["loaded"] >= 1
+    assert not [f for f in os.listdir(info["path"]) if f.endswith(".tmp")]
+
+
+def test_same_source_same_module_not_rewritten():
+    src = kernel_source("same_module")
+    m1 = dc.load_module(src)
+    path = dc.entry_path(src)
+    st = os.stat(path)
+    assert dc.load_module(src) is m1
+    # a process that has not loaded it yet (memo forgotten) reuses the file as it is
+    written = dc.cache_info()["written"]
+    dc._MEMO.pop(path)
+    m2 = dc.load_module(src)
+    assert m2 is not m1
+    st2 = os.stat(path)
+    assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    assert dc.cache_info()["written"] == written
+    # kinds are separate entries
+    assert dc.entry_path(src, "other") != path
+    with pytest.raises(ValueError):
+        dc.load_module(src, "bad/kind")
+
+
+@pytest.mark.parametrize("corruption", ["truncated", "garbage", "empty"])
+def test_corrupt_source_entry_is_rewritten(corruption):
+    src = kernel_source(f"corrupt_py_{corruption}", scale=3.0)
+    path = dc.entry_path(src)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    bad = {"truncated": src.encode()[: len(src) // 2],
+           "garbage": bytes(random.Random(0).randrange(256) for _ in range(300)),
+           "empty": b""}[corruption]
+    with open(path, "wb") as f:
+        f.write(bad)
+    n = dc.cache_info()["rewritten_corrupt"]
+    mod = dc.load_module(src)
+    with open(path, encoding="utf-8") as f:
+        assert f.read() == src
+    assert dc.cache_info()["rewritten_corrupt"] == n + 1
+    run_kernel(mod, scale=3.0, n=17)
+
+
+def _truncate(p):
+    with open(p, "rb") as f:
+        b = f.read()
+    with open(p, "wb") as f:
+        f.write(b[: len(b) // 2])
+
+
+def _garble(p):
+    # overwrite 64 bytes in the middle: for a data file the pickle may still load, with broken machine code
+    with open(p, "rb") as f:
+        b = bytearray(f.read())
+    r = random.Random(1)
+    mid = len(b) // 2
+    for i in range(max(0, mid - 32), min(len(b), mid + 32)):
+        b[i] = r.randrange(256)
+    with open(p, "wb") as f:
+        f.write(bytes(b))
+
+
+def _empty(p):
+    open(p, "wb").close()
+
+
+def test_corrupt_numba_cache_recovers():
+    src = kernel_source("corrupt_numba", scale=5.0)
+    path = dc.entry_path(src)
+    run_kernel(dc.load_module(src), scale=5.0)          # compiles and writes the numba cache
+    files = numba_files(src)
+    assert {os.path.splitext(f)[1] for f in files} == {".nbi", ".nbc"}
+    good = {}
+    for f in files:
+        with open(f, "rb") as fh:
+            good[f] = fh.read()
+
+    def fresh_module():   # what a new process would do: a new module and a new dispatcher
+        dc._MEMO.pop(path, None)
+        return dc.load_module(src)
+
+    # sanity: intact files are a cache hit
+    c0, h0 = dc.compile_count(), dc.cache_hit_count()
+    run_kernel(fresh_module(), scale=5.0)
+    assert (dc.compile_count() - c0, dc.cache_hit_count() - h0) == (0, 1)
+
+    for ext in (".nbi", ".nbc"):
+        for damage in (_truncate, _garble, _empty):
+            what = f"{damage.__name__} {ext}"
+            for f, b in good.items():
+                with open(f, "wb") as fh:
+                    fh.write(b)
+            damage(next(f for f in files if f.endswith(ext)))
+            c0, e0 = dc.compile_count(), dc.cache_info()["numba_cache_errors"]
+            run_kernel(fresh_module(), scale=5.0)           # must not raise, must be right
+            assert dc.compile_count() - c0 == 1, what       # it recompiled ...
+            assert dc.cache_info()["numba_cache_errors"] - e0 >= 1, what
+            c0, h0 = dc.compile_count(), dc.cache_hit_count()
+            run_kernel(fresh_module(), scale=5.0)           # ... and wrote a good cache again
+            assert (dc.compile_count() - c0, dc.cache_hit_count() - h0) == (0, 1), what
+
+
+def test_fresh_process_compiles_nothing(cache_env):
+    src = kernel_source("fresh_process", scale=7.0)
+    t0 = time.perf_counter()
+    run_kernel(dc.load_module(src), scale=7.0)
+    cold = time.perf_counter() - t0
+    child = f"""
+        import json, time
+        t0 = time.perf_counter()
+        import numpy as np
+        from tracejit.backends import diskcache as dc
+        t1 = time.perf_counter()
+        mod = dc.load_module({src!r})
+        x = np.arange(100, dtype=np.float32); out = np.empty_like(x)
+        mod.kern(x, out)
+        t2 = time.perf_counter()
+        info = dc.cache_info()
+        print(json.dumps(dict(ok=bool(np.allclose(out, x * 7 + 1)), compiled=dc.compile_count(),
+                              hits=dc.cache_hit_count(), written=info["written"], entries=info["entries"],
+                              imports=t1 - t0, load_and_call=t2 - t1)))
+        """
+    r = run_child(child, cache_env)
+    assert r["ok"] and r["compiled"] == 0 and r["hits"] >= 1 and r["written"] == 0 and r["entries"] == 1, r
+    print(f"cold load+compile+call in-process {cold:.3f}s; fresh process: imports {r['imports']:.3f}s, "
+          f"cache-hit load+call {r['load_and_call']:.3f}s")
+
+
+def test_racing_processes(cache_env, tmp_path):
+    src = kernel_source("race", scale=11.0)
+    nproc = 2
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    child = f"""
+        import json, os, sys, time
+        import numpy as np
+        from tracejit.backends import diskcache as dc
+        me, n, barrier, src = int(sys.argv[1]), {nproc}, {str(barrier)!r}, {src!r}
+        path = dc.entry_path(src)
+        open(os.path.join(barrier, str(me)), "w").close()
+        while len(os.listdir(barrier)) < n:          # start together
+            time.sleep(0.001)
+        mod = dc.load_module(src)                    # races: .py write, numba compile + cache save
+        x = np.arange(100, dtype=np.float32); out = np.empty_like(x)
+        mod.kern(x, out)
+        ok = bool(np.allclose(out, x * 11 + 1))
+        bad = 0
+        data = src.encode()
+        for i in range(80):                          # hammer the atomic write while the others read
+            if (i + me) % 2:
+                dc._atomic_write(path, data)
+            else:
+                with open(path, "rb") as f:
+                    bad += f.read() != data
+        print(json.dumps(dict(ok=ok, bad_reads=bad)))
+        """
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(cache_env))
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(child), str(i)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(nproc)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err[-3000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["ok"] and r["bad_reads"] == 0 for r in results), results
+    d = dc.cache_dir()
+    with open(dc.entry_path(src), encoding="utf-8") as f:
+        assert f.read() == src
+    leftovers = [f for f in os.listdir(d) + os.listdir(os.path.join(d, "__pycache__")) if ".tmp" in f]
+    assert not leftovers and dc.cache_info()["entries"] == 1
+    # what the racers left is a valid numba cache: loading it here compiles nothing
+    c0, h0 = dc.compile_count(), dc.cache_hit_count()
+    run_kernel(dc.load_module(src), scale=11.0)
+    assert (dc.compile_count() - c0, dc.cache_hit_count() - h0) == (0, 1)
+
+
+def test_clear_cache():
+    srcs = [kernel_source(f"clear_{i}", scale=float(i)) for i in (1, 2)]
+    mods = [dc.load_module(s) for s in srcs]
+    for i, m in zip((1, 2), mods):
+        run_kernel(m, scale=float(i), n=10)
+    d = dc.cache_dir()
+    foreign = os.path.join(d, "README.txt")
+    with open(foreign, "w") as f:
+        f.write("not ours")
+    assert dc.cache_info()["entries"] == 2
+    assert dc.clear_cache() == 2
+    info = dc.cache_info()
+    assert info["entries"] == 0 and info["bytes"] == len("not ours")
+    assert os.listdir(d) == ["README.txt"]            # only tracejit's files (and empty __pycache__) removed
+    run_kernel(mods[0], scale=1.0, n=10)                # loaded modules keep working
+    c0 = dc.compile_count()
+    m = dc.load_module(srcs[0])                          # future loads write and compile again
+    assert m is not mods[0] and os.path.exists(dc.entry_path(srcs[0]))
+    run_kernel(m, scale=1.0, n=10)
+    assert dc.compile_count() - c0 == 1
+    assert dc.clear_cache(all_versions=True) == 1 and dc.cache_info()["entries"] == 0
+
+
+def test_kernel_compile_error():
+    bad = "import numba\n\ndef kern(x:\n    pass\n"
+    KernelCompileError = dc.KernelCompileError
+    with pytest.raises(KernelCompileError) as ei:
+        dc.load_module(bad)
+    assert isinstance(ei.value, RuntimeError)
+    assert "interpreter" in str(ei.value) and ei.value.path == dc.entry_path(bad)
+    assert ei.value.kernel not in sys.modules
+    # the error class is raisable by the code generator with its own message
+    with pytest.raises(RuntimeError, match="fused_3"):
+        raise KernelCompileError("kernel fused_3 failed; use backend=\"interpreter\"", kernel="fused_3")
+
+
+def test_entry_removed_before_import_is_rewritten(monkeypatch):
+    # another process's clear_cache can remove the file between our write and numba's decorator, which
+    # needs the file ("no locator available"): load_module writes it again and retries once
+    src = kernel_source("removed_before_import", scale=13.0)
+    real = dc._exec_module
+    calls = []
+
+    def exec_after_removal(name, path, source):
+        if not calls:
+            os.unlink(path)
+        calls.append(path)
+        return real(name, path, source)
+
+    monkeypatch.setattr(dc, "_exec_module", exec_after_removal)
+    mod = dc.load_module(src)
+    assert len(calls) == 2 and os.path.exists(dc.entry_path(src))
+    run_kernel(mod, scale=13.0, n=10)
