@@ -7,6 +7,16 @@ def _flat_inputs(inputs):
     return [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
 
 
+def _float_outputs(func, inputs):
+    """func's floating outputs as float64 copies (an output may alias an input that is perturbed next)."""
+    from .._tensor import Tensor
+    from .grad_mode import no_grad
+    with no_grad():
+        o = func(*inputs)
+    o = (o,) if isinstance(o, Tensor) else tuple(o)
+    return [np.array(a._data, dtype=np.float64) for a in o if isinstance(a, Tensor) and a.dtype.is_floating_point]
+
+
 def _jacobians(func, inputs, eps):
     from .._tensor import Tensor
     from .grad_mode import no_grad
@@ -18,21 +28,16 @@ def _jacobians(func, inputs, eps):
     numeric = []
     for x in diff:
         cols = []
-        flat = x._data.reshape(-1)
-        for i in range(flat.size):
-            orig = flat[i]
-            flat[i] = orig + eps
-            with no_grad():
-                p = func(*inputs)
-            flat[i] = orig - eps
-            with no_grad():
-                m = func(*inputs)
-            flat[i] = orig
-            p = (p,) if isinstance(p, Tensor) else p
-            m = (m,) if isinstance(m, Tensor) else m
-            cols.append(np.concatenate([((a._data.astype(np.float64) - b._data.astype(np.float64)) / (2 * eps)).reshape(-1)
-                                        for a, b in zip(p, m) if isinstance(a, Tensor) and a.dtype.is_floating_point]
-                                       or [np.zeros(0)]))
+        arr = x._data   # perturbed in place, element by element (works for non-contiguous inputs too)
+        for i in range(arr.size):
+            at = np.unravel_index(i, arr.shape)
+            orig = arr[at]
+            arr[at] = orig + eps
+            p = _float_outputs(func, inputs)
+            arr[at] = orig - eps
+            m = _float_outputs(func, inputs)
+            arr[at] = orig
+            cols.append(np.concatenate([((a - b) / (2 * eps)).reshape(-1) for a, b in zip(p, m)] or [np.zeros(0)]))
         numeric.append(np.stack(cols, 1) if cols else np.zeros((0, 0)))
     return outs, diff, numeric
 

@@ -189,7 +189,12 @@ def record(op, args, outs, attrs):
     saves = op.saves
     if "i" in saves:
         node._saved_in = args
-        node._in_versions = tuple(a._version.v if isinstance(a, Tensor) else None for a in args)
+        reads = op.reads  # which saved inputs the VJP reads the values of: only those are version-checked
+        if reads is None:
+            node._in_versions = tuple([a._version.v if isinstance(a, Tensor) else None for a in args])
+        else:
+            node._in_versions = tuple([a._version.v if isinstance(a, Tensor) and reads(i, args) else None
+                                       for i, a in enumerate(args)])
     if "o" in saves:
         node._saved_out = tuple((o._data, o._value, o._version, o._version.v) for o in outs)
     if STATE.anomaly:

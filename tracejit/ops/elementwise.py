@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .registry import AVal, aval_of, broadcast_shapes, defop, apply
+from .registry import AVal, aval_of, broadcast_shapes, defop, apply, OPS as OPS_
 
 np.seterr(all="ignore")  # PyTorch does not warn on inf/nan results; neither do we
 
@@ -314,6 +314,14 @@ BINARY = [
 for _name, _fn, _vjp, _expr, _rule, _saves in BINARY:
     pointwise(_name, _fn, _vjp, _expr, _rule, _saves)
 
+
+def _reads_other(i, args):
+    """x * y reads x only for y's gradient (a later in-place change of x matters only if y requires grad)."""
+    return getattr(args[1 - i], "_requires_grad", False)
+
+
+OPS_["mul"].reads = _reads_other
+
 # comparisons of floats: "bool" rule compares in the promoted dtype, yields bool
 
 
@@ -334,6 +342,7 @@ defop("where", _where_impl, _where_meta,
       lambda c, g: (None, where(c.inputs[0], g, 0.0) if _needs(c, 1) else None,
                     where(c.inputs[0], 0.0, g) if _needs(c, 2) else None),
       kind="elementwise", expr="({1} if {0} else {2})", saves="i", dtype_rule="where")
+OPS_["where"].reads = lambda i, args: i == 0  # only the condition
 
 
 def _lerp_vjp(c, g):

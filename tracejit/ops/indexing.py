@@ -101,6 +101,10 @@ def _index_put_vjp(c, g):
 
 defop("index_put", _index_put_np, lambda x, v, *idx, spec, accumulate: AVal(x.shape, x.dtype), _index_put_vjp,
       kind="index", saves="i", grad_name="IndexPutBackward0")
+# the indexing VJPs read only the index tensors: later in-place changes of the data do not matter
+for _n in ("slice", "index", "index_backward"):
+    OPS[_n].reads = lambda i, args: i >= 1
+OPS["index_put"].reads = lambda i, args: i >= 2
 
 
 # ----------------------------------------------------------------------------- index normalization
@@ -317,6 +321,7 @@ def _gather_vjp(c, g):
 
 
 defop("gather", _gather_np, _gather_meta, _gather_vjp, kind="index", saves="i")
+OPS["gather"].reads = lambda i, args: i == 1
 
 
 def _src_region(src, index):
@@ -370,6 +375,7 @@ def _scatter_meta(x, index, src, dim, reduce=None):
 
 
 defop("scatter", _scatter_np, _scatter_meta, _scatter_vjp, kind="index", saves="i")
+OPS["scatter"].reads = lambda i, args: i == 1
 
 
 def gather(input, dim, index, *, sparse_grad=False):

@@ -35,6 +35,7 @@ def _matmul_vjp(c, g):
 
 
 defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i", grad_name="MmBackward0")
+OPS["matmul"].reads = lambda i, args: args[1 - i]._requires_grad  # a @ b reads a only for b's gradient
 
 
 def matmul(input, other):

@@ -20,6 +20,9 @@ from .._state import STATE
 class Op:
     __slots__ = ("name", "kind", "impl", "meta", "vjp", "expr", "nout", "saves", "view", "random",
                  "data_dependent", "grad_name", "dtype_rule", "__dict__")
+    # optional (i, args) -> bool, set after defop: which saved inputs the VJP reads the values of (only those
+    # are version-checked, so an in-place change of an input the rule does not read is no error, as in PyTorch)
+    reads = None
 
     def __init__(self, name, impl, meta, vjp=None, *, kind="other", expr=None, nout=1, saves="i",
                  view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None):
