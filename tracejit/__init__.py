@@ -84,3 +84,15 @@ from . import optim, utils
 from .serialization import save, load
 from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402
 from .explain import explain  # noqa: E402,F811  (tracejit.explain(fn, *args): see tracejit/explain.py)
+
+
+def cache_info():
+    """The on-disk cache of generated kernels: path, entries, bytes, compilations and hits in this process."""
+    from .backends.diskcache import cache_info as _info
+    return _info()
+
+
+def clear_cache():
+    """Remove the generated kernels cached on disk (compiled functions in memory keep working)."""
+    from .backends.diskcache import clear_cache as _clear
+    return _clear()

@@ -1,7 +1,7 @@
 """The numba CPU backend: fusion pass, one generated numba kernel per fused group, a plan-based executor."""
 from ... import config
 from ...passes.fusion import fusion
-from ._cache import KernelCompileError, cache_info, clear_cache  # noqa: F401
+from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]

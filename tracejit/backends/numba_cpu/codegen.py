@@ -57,6 +57,52 @@ def _operand_dtypes(node):
     return [out] * len(ins), out
 
 
+def op_expression(nd, names, dtypes, const, post=None):
+    """The scalar expression of one elementwise body node, from its op's `expr` template.
+
+    `names`/`dtypes` map id(Value) -> local variable name / dtype for the values already computed,
+    `const(value, dtype)` names a typed constant, `post(text, compute_dtype)` (optional) rewrites the
+    formatted template (the CUDA backend names its per-dtype runtime helpers there). The result is cast to
+    the node's output dtype. Shared by the CPU and CUDA code generators.
+    """
+    cdts, rdt = _operand_dtypes(nd)
+    args = []
+    for x, cdt in zip(nd.inputs, cdts):
+        if isinstance(x, Value):
+            args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
+        elif x is None:
+            args.append("None")
+        else:
+            args.append(const(x, cdt))
+    op = nd.op
+    cdt0 = cdts[0] if cdts else rdt
+    if op.name in ("cast", "expand") or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
+        expr = "{0}"
+    else:
+        expr = op.expr
+    # float literals inside templates become typed constants of the compute dtype
+    if cdt0.is_floating_point:
+        expr = _FLOAT_LIT.sub(lambda m: const(float(m.group(1)), cdt0), expr)
+    attrs = {}
+    for k, a in nd.attrs.items():
+        if a is None:
+            attrs[k] = "None"
+        elif isinstance(a, bool) or isinstance(a, str):
+            attrs[k] = str(a)
+        elif isinstance(a, (int, float)) and k != "decimals":
+            attrs[k] = const(a, cdt0 if cdt0.np.kind != "b" else D.float32)
+        else:
+            attrs[k] = repr(a)
+    text = expr.format(*args, **attrs)
+    if post is not None:
+        text = post(text, cdt0)
+    o = nd.outputs[0]
+    if (rdt.np.kind in "iu" and rdt.np.itemsize < 8) or (rdt.np.kind == "b" and op.dtype_rule == "promote"):
+        # numba widens small ints (int32 + int32 -> int64) and bool arithmetic; numpy wraps: cast back
+        return f"np.{_npname(o.dtype)}({text})"
+    return _cast(text, rdt, o.dtype)
+
+
 class KernelSource:
     """Source text plus what the host needs to call it."""
 
@@ -109,45 +155,12 @@ def generate(node, name, fastmath=False):
         if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
             reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
             continue
-        cdts, rdt = _operand_dtypes(nd)
-        args = []
-        for x, cdt in zip(nd.inputs, cdts):
-            if isinstance(x, Value):
-                args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
-            elif x is None:
-                args.append("None")
-            else:
-                args.append(const(x, cdt))
-        op = nd.op
-        cdt0 = cdts[0] if cdts else rdt
-        if op.name in ("cast", "expand") or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
-            expr = "{0}"
-        else:
-            expr = op.expr
-        # float literals inside templates become typed constants of the compute dtype
-        if cdt0.is_floating_point:
-            expr = _FLOAT_LIT.sub(lambda m: const(float(m.group(1)), cdt0), expr)
-        attrs = {}
-        for k, a in nd.attrs.items():
-            if a is None:
-                attrs[k] = "None"
-            elif isinstance(a, bool) or isinstance(a, str):
-                attrs[k] = str(a)
-            elif isinstance(a, (int, float)) and k != "decimals":
-                attrs[k] = const(a, cdt0 if cdt0.np.kind != "b" else D.float32)
-            else:
-                attrs[k] = repr(a)
-        text = expr.format(*args, **attrs)
+        text = op_expression(nd, names, dtypes, const)
         o = nd.outputs[0]
-        if (rdt.np.kind in "iu" and rdt.np.itemsize < 8) or (rdt.np.kind == "b" and op.dtype_rule == "promote"):
-            # numba widens small ints (int32 + int32 -> int64) and bool arithmetic; numpy wraps: cast back
-            text = f"np.{_npname(o.dtype)}({text})"
-        else:
-            text = _cast(text, rdt, o.dtype)
         nm = f"v{o.id}"
         names[id(o)] = nm
         dtypes[id(o)] = o.dtype
-        stmts.append(f"{nm} = {text}    # {op.name}")
+        stmts.append(f"{nm} = {text}    # {nd.op.name}")
     red_outs = set(k for k, _, _ in reductions)
     stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
     stores += [f"acc{k}[q{k}_{len(shape) - 1}] += {src}" for k, src, _ in reductions]

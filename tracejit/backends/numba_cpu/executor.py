@@ -14,7 +14,7 @@ import numpy as np
 from ...ir.graph import Value
 from . import codegen
 from .codegen import generate
-from . import _cache
+from .. import diskcache as _cache
 
 
 class CompiledGraph:
