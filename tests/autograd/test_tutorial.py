@@ -150,3 +150,15 @@ def test_profiler_table():
         (x * 2).sum()
     table = prof.key_averages().table()
     assert "mul" in table and "sum" in table
+
+
+def test_leaf_grad_never_aliases_a_tensor_the_user_holds():
+    x = torch.ones(3, requires_grad=True)
+    g = torch.ones(3)
+    (x * 1).backward(g)          # MulBackward returns a fresh array: may be taken over
+    y = torch.ones(3, requires_grad=True)
+    (y + 0).backward(g)          # AddBackward passes g itself through: must be copied
+    y.grad.mul_(5)
+    x.grad.mul_(3)
+    assert g.tolist() == [1.0, 1.0, 1.0]
+    assert y.grad.tolist() == [5.0, 5.0, 5.0] and x.grad.tolist() == [3.0, 3.0, 3.0]

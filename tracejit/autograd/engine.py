@@ -3,7 +3,10 @@
 It runs on eager tensors and, unchanged, on tracers (then every VJP op it runs is recorded into the IR:
 this is how a `loss.backward()` inside a traced function becomes part of the static graph).
 """
+import sys
+
 from .._state import STATE
+from .._tensor import Tensor
 from .graph import AccumulateGrad, edge_of
 
 
@@ -45,7 +48,6 @@ def _add(a, b):
 
 def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumulate=True):
     """Core of backward() and grad(). Returns the gradients captured for `inputs` (grad mode only)."""
-    from .._tensor import Tensor
     root_edges = []
     for r, g in zip(roots, grads):
         e = edge_of(r)
@@ -147,12 +149,15 @@ def _pre_hooks(node, buf, create_graph):
 def _accumulate(t, g, create_graph):
     if g is None:
         return
+    # like PyTorch, the leaf owns its .grad: it may take the array over only if nothing else can see it
+    # (an array owning its memory, referenced by this tensor alone), otherwise it gets a copy
+    a = g._data
+    stealable = a is None or (a.base is None and sys.getrefcount(a) <= 2)
     if not create_graph:
         g = g.detach()
     old = t.grad
     if old is None:
-        # like PyTorch, the leaf owns its .grad: never alias a tensor the user still holds
-        t.grad = g if (create_graph or g._data is None) else g.clone()
+        t.grad = g if (create_graph or stealable) else g.clone()
     else:
         t.grad = old + g
 
@@ -168,7 +173,6 @@ def _check_nan(node, grads):
 
 def _make_grads(outputs, grad_outputs):
     from ..creation import ones_like
-    from .._tensor import Tensor
     out = []
     for t, g in zip(outputs, grad_outputs):
         if g is None:
@@ -186,7 +190,6 @@ def _make_grads(outputs, grad_outputs):
 
 
 def _as_tuple(x):
-    from .._tensor import Tensor
     if x is None:
         return None
     return (x,) if isinstance(x, Tensor) else tuple(x)

@@ -3,6 +3,7 @@ import itertools
 import weakref
 
 from .._state import STATE
+from .._tensor import Tensor
 
 _seq = itertools.count()
 
@@ -30,16 +31,17 @@ class RemovableHandle:
 
 class Node:
     """Base of grad_fn nodes: `next_functions`, hooks, `metadata`, `name()`."""
+    # rarely set fields default at class level: one node is built per recorded op, so __init__ stays short
+    _post_hooks = None
+    _pre_hooks = None
+    _tensor_hooks = None    # output_nr -> {key: hook} (Tensor.register_hook on non-leaves)
+    _retained = None        # output_nr -> weakref(tensor) (retain_grad)
+    _trace = None           # forward stack, recorded in anomaly mode
 
     def __init__(self):
         self.next_functions = ()
         self.metadata = {}
         self._seq = next(_seq)
-        self._post_hooks = None
-        self._pre_hooks = None
-        self._tensor_hooks = None   # output_nr -> {key: hook} (Tensor.register_hook on non-leaves)
-        self._retained = None       # output_nr -> weakref(tensor) (retain_grad)
-        self._trace = None          # forward stack, recorded in anomaly mode
 
     def name(self):
         return type(self).__name__
@@ -73,17 +75,19 @@ class Node:
 class OpNode(Node):
     """grad_fn of a registry op: applies the op's VJP rule; doubles as the rule's `ctx`."""
     __slots__ = ()
+    _saved_in = None        # tuple of args as given (tensors and scalars)
+    _in_versions = None
+    _saved_out = None       # tuple of (data, value, version counter, version at save)
+    _had_saved = False
+    shapes = ()
+    dtypes = ()
 
     def __init__(self, op, attrs):
-        super().__init__()
+        self.next_functions = ()
+        self.metadata = {}
+        self._seq = next(_seq)
         self.op = op
         self.attrs = attrs
-        self._saved_in = None       # tuple of args as given (tensors and scalars)
-        self._in_versions = None
-        self._saved_out = None      # tuple of (data, value, version counter, version at save)
-        self._had_saved = False
-        self.shapes = ()
-        self.dtypes = ()
         self.nout = op.nout
 
     def name(self):
@@ -112,7 +116,6 @@ class OpNode(Node):
             if self._had_saved:
                 raise RuntimeError(FREED_MSG)
             raise RuntimeError(f"{self.name()}: the op's VJP reads its output, but saves={self.op.saves!r}")
-        from .._tensor import Tensor
         outs = []
         for i, (data, value, ver, v) in enumerate(self._saved_out):
             if ver.v != v:
@@ -181,11 +184,20 @@ def edge_of(t):
 
 def record(op, args, outs, attrs):
     """Attach a grad_fn for `op` to `outs` (called by registry.apply when an input requires grad)."""
-    from .._tensor import Tensor
     node = OpNode(op, attrs)
-    node.next_functions = tuple(edge_of(a) if isinstance(a, Tensor) else None for a in args)
-    node.shapes = tuple(tuple(a.shape) if isinstance(a, Tensor) else None for a in args)
-    node.dtypes = tuple(a.dtype if isinstance(a, Tensor) else None for a in args)
+    edges, shapes, dtypes = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            edges.append(edge_of(a))
+            shapes.append(a._data.shape if a._data is not None else tuple(a._value.shape))
+            dtypes.append(a.dtype)
+        else:
+            edges.append(None)
+            shapes.append(None)
+            dtypes.append(None)
+    node.next_functions = tuple(edges)
+    node.shapes = tuple(shapes)
+    node.dtypes = tuple(dtypes)
     saves = op.saves
     if "i" in saves:
         node._saved_in = args
@@ -196,7 +208,7 @@ def record(op, args, outs, attrs):
             node._in_versions = tuple([a._version.v if isinstance(a, Tensor) and reads(i, args) else None
                                        for i, a in enumerate(args)])
     if "o" in saves:
-        node._saved_out = tuple((o._data, o._value, o._version, o._version.v) for o in outs)
+        node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) for o in outs])
     if STATE.anomaly:
         import traceback
         node._trace = traceback.format_stack()[:-3]

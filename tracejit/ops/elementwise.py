@@ -49,16 +49,47 @@ def _compute_dtype(rule, args):
     return dt, dt
 
 
+_SCALAR_CAT = {bool: 0, int: 1, float: 2}
+
+
+def _uncast_dtype(args):
+    """The dtype the arrays among `args` share when it already is PyTorch's result type (Python scalars of
+    no higher category may join): the common case, where nothing is cast and PyTorch's zero-dim tiers
+    cannot matter. None otherwise. A cheap stand-in for `_compute_dtype` on the per-op hot path."""
+    npd = None
+    cat = -1
+    for a in args:
+        if type(a) is np.ndarray:
+            if npd is None:
+                npd = a.dtype
+            elif a.dtype != npd:
+                return None
+        else:
+            c = _SCALAR_CAT.get(type(a))
+            if c is None:
+                return None
+            if c > cat:
+                cat = c
+    dt = D._FROM_NP.get(npd)
+    return dt if dt is not None and cat <= dt._cat else None
+
+
 def _eager(np_fn, rule):
     if rule == "same":
         def impl(x, **attrs):
             return np_fn(x, **attrs)
         return impl
+    fast = rule in ("promote", "float", "bool")   # rules whose result `_uncast_dtype` can stand in for
+    to_float, to_bool = rule == "float", rule == "bool"
 
     def impl(*args, **attrs):
-        cdt, odt = _compute_dtype(rule, args)
-        npd = cdt.np
-        args = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
+        dt = _uncast_dtype(args) if fast else None
+        if dt is not None and (dt.is_floating_point or not to_float):
+            odt = D.bool_ if to_bool else dt
+        else:
+            cdt, odt = _compute_dtype(rule, args)
+            npd = cdt.np
+            args = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
         out = np_fn(*args, **attrs)
         if out.dtype != odt.np:
             out = np.asarray(out).astype(odt.np)

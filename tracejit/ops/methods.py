@@ -1,4 +1,6 @@
 """Tensor methods and Python operators, bound to the functional ops (nothing is defined twice)."""
+import types
+
 import numpy as np
 
 from .. import _dtype as D
@@ -8,6 +10,9 @@ from .inplace import inplace, make_inplace
 
 
 def _bind(name, fn):
+    if isinstance(fn, types.FunctionType):
+        setattr(Tensor, name, fn)   # a function is its own method: no forwarding call per op
+        return
     setattr(Tensor, name, lambda self, *a, **k: fn(self, *a, **k))
     getattr(Tensor, name).__name__ = name
 
@@ -84,7 +89,7 @@ for name in ("t", "transpose", "squeeze", "unsqueeze", "swapaxes", "swapdims"):
 def _binary(fn, reflected=False):
     if reflected:
         return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
+    return fn if isinstance(fn, types.FunctionType) else (lambda self, other: fn(self, other))
 
 
 def _iop(fn):

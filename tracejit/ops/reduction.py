@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
+from .shape_ops import reshape, expand
 
 values_indices = collections.namedtuple("values_indices", ["values", "indices"])
 for _n in ("max", "min", "sort", "topk", "kthvalue", "median", "mode", "cummax", "cummin"):
@@ -59,7 +60,6 @@ def _i64(dt, kw):
 
 def _expand_back(g, c):
     """Broadcast a reduced gradient back to the input's shape."""
-    from .shape_ops import reshape, expand
     shape = c.shapes[0]
     dims, keepdim = c.attrs["dims"], c.attrs["keepdim"]
     if not keepdim:
@@ -79,7 +79,7 @@ def _count(c):
 
 def _np_sum(x, dims, keepdim, dtype=None):
     dt = (dtype or _sum_dtype(D._FROM_NP[x.dtype], {})).np
-    return np.sum(x, axis=dims, keepdims=keepdim, dtype=dt)
+    return np.add.reduce(x, axis=dims, keepdims=keepdim, dtype=dt)  # np.sum minus its Python wrapper (~1 us)
 
 
 def _np_mean(x, dims, keepdim, dtype=None):

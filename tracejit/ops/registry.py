@@ -15,6 +15,8 @@ import numpy as np
 
 from .. import _dtype as D
 from .._state import STATE
+from .._tensor import Tensor
+from ..autograd.graph import record
 
 
 class Op:
@@ -77,11 +79,11 @@ class AVal:
 
 def apply(op, *args, **attrs):
     """Run `op` on tensors/scalars: eagerly on numpy, or record it when tracing; then record autograd."""
-    from .._tensor import Tensor
+    # the hot path of every eager op: no imports, no property calls
     if STATE.tracer is not None:
         outs = STATE.tracer.record(op, args, attrs)
     else:
-        arrays = [a._data if type(a) is Tensor or isinstance(a, Tensor) else a for a in args]
+        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
         if STATE.profiler is not None:
             res = STATE.profiler.run(op, arrays, attrs)
         else:
@@ -90,9 +92,9 @@ def apply(op, *args, **attrs):
             except (ValueError, IndexError, TypeError) as e:
                 raise _user_error(op, args, e) from None
         if op.nout == 1:
-            outs = (Tensor._wrap(res),)
+            outs = (_wrap(res),)
         else:
-            outs = tuple(Tensor._wrap(r) for r in res)
+            outs = tuple(_wrap(r) for r in res)
         if op.view:
             base = args[0]
             for o in outs:
@@ -100,11 +102,13 @@ def apply(op, *args, **attrs):
                 o._base = base if base._base is None else base._base
     if STATE.grad_enabled and op.vjp is not None:
         for a in args:
-            if isinstance(a, Tensor) and a.requires_grad:
-                from ..autograd.graph import record
+            if isinstance(a, Tensor) and a._requires_grad:
                 record(op, args, outs, attrs)
                 break
     return outs[0] if op.nout == 1 else outs
+
+
+_wrap = Tensor._wrap
 
 
 def _user_error(op, args, e):
