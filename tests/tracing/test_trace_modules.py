@@ -116,3 +116,19 @@ def test_stored_out_of_place_tracer_from_other_trace_is_a_clear_error():
         return x + 1
     f(torch.ones(2))
     assert keep["y"].tolist() == [2.0, 2.0]
+
+
+def test_scheduler_changing_lr_retraces_and_matches_eager(caplog):
+    (me, oe), (mt, ot) = _train_pair(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.5))
+    se = torch.optim.lr_scheduler.StepLR(oe, step_size=2, gamma=0.5)
+    st = torch.optim.lr_scheduler.StepLR(ot, step_size=2, gamma=0.5)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    traced = torch.trace(lambda: _step(mt, ot, x, y))
+    with caplog.at_level(logging.INFO, logger="tracejit"):
+        for _ in range(6):
+            np.testing.assert_allclose(traced().item(), _step(me, oe, x, y).item(), rtol=1e-5)
+            se.step()
+            st.step()
+    for p, q in zip(me.parameters(), mt.parameters()):
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert any("'lr': 0.1 -> 0.05" in r.getMessage() for r in caplog.records)

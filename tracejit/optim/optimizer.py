@@ -8,6 +8,7 @@ import copy
 from collections import defaultdict
 from itertools import chain
 
+from .._state import STATE
 from .._tensor import Tensor  # noqa: F401  (re-exported for type checks below)
 from ..autograd.grad_mode import no_grad
 
@@ -18,6 +19,18 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+
+class ParamGroup(dict):
+    """A param group whose Python hyperparameters, when read inside a traced step, guard the trace: a
+    scheduler's new learning rate makes the step retrace instead of being silently baked in."""
+    __slots__ = ()
+
+    def __getitem__(self, key):
+        v = dict.__getitem__(self, key)
+        if STATE.tracer is not None and isinstance(v, (int, float, bool, tuple, str, type(None))):
+            STATE.tracer.guard_value(self, key, v)
+        return v
 
 
 class Optimizer:
@@ -82,7 +95,7 @@ class Optimizer:
             param_set.update(id(p) for p in group["params"])
         if not param_set.isdisjoint(id(p) for p in param_group["params"]):
             raise ValueError("some parameters appear in more than one parameter group")
-        self.param_groups.append(param_group)
+        self.param_groups.append(ParamGroup(param_group))
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
@@ -164,7 +177,7 @@ class Optimizer:
 
         def update_group(group, new_group):
             new_group["params"] = group["params"]
-            return new_group
+            return ParamGroup(new_group)
 
         param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
         self.__setstate__({"state": state, "param_groups": param_groups})

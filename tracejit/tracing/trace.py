@@ -34,6 +34,8 @@ def _flatten(obj, leaves, static=False):
         d = obj._data
         if d is None:
             obj._concrete("a tensor argument of a traced function")
+        if type(d) is not np.ndarray and not isinstance(d, np.ndarray):     # a device array: its device keys too
+            return ("T", d.shape, d.dtype.str, obj._requires_grad, str(d.device))
         return ("T", d.shape, d.dtype.str, obj._requires_grad)
     if isinstance(obj, Tensor):
         obj._concrete("a static tensor argument")
@@ -89,6 +91,7 @@ class Entry:
         self.sources = []        # per forward input: (kind 'data'|'grad', argument index or weakref(tensor))
         self.guards = []         # per source: (shape, dtype, requires_grad, grad_is_none) at trace time
         self.modules = []        # (weakref(module), training)
+        self.values = []         # (dict, key, value): Python values read through guarded dicts
         self.writeback = []      # (source index, 'data' | 'grad' | 'grad_none') per extra forward output
         self.out_tree = None
         self.n_out = 0
@@ -101,6 +104,7 @@ class Entry:
         self.graphs = {}
         self.compile_time = 0.0
         self.one_shot = False
+        self.on_device = False   # compiled for cuda: every tensor it reads must be there
 
     def resolve(self, leaves):
         """The tensors behind the sources for this call (owners, for .grad sources), or a reason."""
@@ -124,6 +128,8 @@ class Entry:
                 continue
             if tuple(t._data.shape) != shape or t.dtype is not dtype:
                 return "the shape/dtype of a tensor the function reads changed", None
+            if (type(t._data) is not np.ndarray) != self.on_device:
+                return "a tensor the function reads moved to another device", None
             if t._requires_grad != rg:
                 return "requires_grad of a tensor the function reads changed", None
             if grad_none is not None and (t._grad is None) != grad_none:
@@ -132,6 +138,10 @@ class Entry:
             m = ref()
             if m is None or m.training != training:
                 return "a module's train()/eval() mode changed", None
+        for container, key, value in self.values:
+            now = dict.get(container, key)
+            if now != value or type(now) is not type(value):
+                return f"a Python value the function read changed ({key!r}: {value!r} -> {now!r})", None
         return None, ts
 
 
@@ -275,13 +285,13 @@ class TracedFunction:
             a = outs[k]
             k += 1
             if kind == "data":
-                np.copyto(t._data, a)
+                _copy_back(t._data, a)
                 t._version.v += 1
             elif kind == "adopt":
-                np.copyto(t._data, a)
+                _copy_back(t._data, a)
                 t._version.v += 1
             elif kind == "escaped":
-                t._data, t._value = np.array(a), None
+                t._data, t._value = (np.array(a) if isinstance(a, np.ndarray) else a.copy()), None
             else:
                 t._grad = Tensor._wrap(a.copy() if any(a is x for x in arrays) else a)
         if entry.bwd_fn is not None and STATE.grad_enabled:
@@ -365,11 +375,31 @@ def run_passes(g, passes=None):
     return g
 
 
+def _copy_back(dst, a):
+    if isinstance(dst, np.ndarray):
+        np.copyto(dst, a)
+    else:
+        dst.copy_from(a)        # a device array
+
+
+def _on_device(ts):
+    """True when the tensors live on cuda; a RuntimeError when they are on different devices."""
+    kinds = {type(t._data) is not np.ndarray and not isinstance(t._data, np.ndarray) for t in ts
+             if t._data is not None}
+    if len(kinds) > 1:
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
+                           "and cpu! (a traced function's arguments and the tensors it reads)")
+    return kinds == {True}
+
+
 def build_entry(fn, args, kwargs, leaves, backend_name=None):
     from ..backends import get_backend
     from .. import passes as P
     e = Entry()
     ctx = TraceContext()
+    if _on_device(leaves):
+        from .._tensor import device as _device
+        ctx.device = _device("cuda", 0)      # what tracers report as their .device
     with ctx:
         for i, t in enumerate(leaves):
             ctx.add_argument(t, f"arg{i}")
@@ -424,6 +454,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
                        tuple(ctx.slots[i].tensor.dtype for i in e.diff_inputs))
         grad_vals = [ctx.value_of(x) for x in grads]
         e.modules = [(weakref.ref(m), tr) for m, tr in ctx.modules.values()]
+        e.values = list(ctx.value_guards.values())
         slots = list(ctx.slots)
         grad_touched = ctx.grad_touched
         n_ct = len(cts)
@@ -462,7 +493,12 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
     else:
         e.fwd = joint
         e.joint = None
-    backend = get_backend(backend_name)
+    e.on_device = _on_device([sl.tensor for sl in slots])
+    if e.on_device:             # the graph runs where its tensors are
+        from ..backends.numba_cuda import cuda_backend
+        backend = cuda_backend(backend_name)
+    else:
+        backend = get_backend(backend_name)
     e.fwd_fn = backend.compile(e.fwd)
     e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
     return e

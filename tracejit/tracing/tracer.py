@@ -38,6 +38,7 @@ class TraceContext:
         self.grad_touched = set()
         self.made_inside = {}    # id(tensor) -> (tensor, const Value) for tensors created during the trace
         self.modules = {}        # id(module) -> (module, training flag) seen during the trace
+        self.value_guards = {}   # (id(container), key) -> (container, key, value) of Python values read
         self._prev = None
 
     # ------------------------------------------------------------------ entering / leaving
@@ -160,6 +161,11 @@ class TraceContext:
         """Functionalized in-place update: `t` now stands for the value `res`."""
         self.ensure_tracer(t)
         t._value = res._value
+
+    def guard_value(self, container, key, value):
+        """A Python value the function read (e.g. an optimizer's learning rate): the compiled program is
+        only reused while container[key] still equals it."""
+        self.value_guards.setdefault((id(container), key), (container, key, value))
 
     def note_module(self, m):
         self.modules.setdefault(id(m), (m, m.training))
