@@ -83,7 +83,7 @@ def pin_threads(n=None):
     done = {}
     blas = _openblas_set(n)
     done["OpenBLAS"] = blas if blas is not None else os.environ.get("OPENBLAS_NUM_THREADS", "?") + " (env)"
-    if "torch" in sys.modules or _importable("torch"):
+    if "torch" in sys.modules or (wanted("torch") and _importable("torch")):
         try:
             import torch
             torch.set_num_threads(n)

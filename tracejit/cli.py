@@ -100,7 +100,7 @@ def explain_cmd(args):
     f = importlib.import_module(mod)
     for part in fn.split("."):
         f = getattr(f, part)
-    ex = explain(f, *parse_inputs(args.inputs), backend=args.backend)
+    ex = explain(f, *parse_inputs(args.inputs), backend=args.backend, requires_grad=not args.no_grad)
     print(ex.text())
     if args.html:
         ex.save_html(args.html)
@@ -126,6 +126,8 @@ def main(argv=None):
     e.add_argument("--inputs", required=True, help='input types as the IR writes them, e.g. "f32[8,4] f32[4,3]"')
     e.add_argument("--html", default=None, metavar="FILE", help="also write one self-contained HTML page")
     e.add_argument("--backend", default=None, help="numba (default) or interpreter")
+    e.add_argument("--no-grad", action="store_true",
+                   help="the inputs do not require grad (default: floating inputs do, so a backward is derived)")
     e.set_defaults(func=explain_cmd)
     b = sub.add_parser("bench", help="run the benchmark suite")
     b.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all in benches/)")

@@ -262,15 +262,24 @@ class Explanation:
         return path
 
 
-def explain(fn, *args, backend=None, **kwargs):
-    """Explain `fn` on these arguments (floating tensors are made to require grad, so a backward exists)."""
+def explain(fn, *args, backend=None, requires_grad="auto", **kwargs):
+    """Explain `fn` on these arguments.
+
+    requires_grad: "auto" (default) makes floating tensor arguments require grad, so that a backward exists,
+    unless one of them already does (then the arguments are used as given); True / False for all of them.
+    `fn` runs eagerly once and traced twice: a function that updates state in place (a training step) does
+    so each time.
+    """
     import tracejit as torch
     from .passes import DEFAULT_PASSES
     from .tracing.trace import TracedFunction
     f = fn.fn if isinstance(fn, TracedFunction) else fn
     backend = backend or (fn.backend_name if isinstance(fn, TracedFunction) else None)
-    args = [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
-            for a in args]
+    if requires_grad == "auto":
+        requires_grad = not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    if requires_grad:
+        args = [a.detach().requires_grad_() if isinstance(a, torch.Tensor) and a.dtype.is_floating_point else a
+                for a in args]
     name = getattr(f, "__qualname__", getattr(f, "__name__", "fn"))
     ex = Explanation(name, [f"{a.dtype.short}{list(a.shape)}" if isinstance(a, torch.Tensor) else repr(a)
                             for a in args])
@@ -381,7 +390,7 @@ def _compile_counts():
 
 def _disk_info():
     try:
-        from .backends.numba_cpu._cache import cache_info
+        from .backends.diskcache import cache_info
         info = cache_info()
     except Exception:
         return None

@@ -67,6 +67,12 @@ def test_explain_in_python_and_interpreter_backend():
     assert not x.requires_grad          # explain works on copies
 
 
+def test_explain_no_grad_inputs_gives_no_backward(tmp_path):
+    (tmp_path / "mymod.py").write_text(MYMOD)
+    out = _run("-m", "tracejit", "explain", "mymod:f", "--inputs", "f32[8,4] f32[4,3]", "--no-grad", cwd=tmp_path)
+    assert "no backward: nothing requires grad" in out and "[backward]" not in out
+
+
 def test_explain_bad_target_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tracejit", "explain", "nocolon", "--inputs", "f32[2]"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=120)
