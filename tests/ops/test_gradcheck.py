@@ -156,6 +156,7 @@ COMPOSED = {
     "bce_with_logits": (lambda x, t, p: F.binary_cross_entropy_with_logits(x, t, pos_weight=p),
                         [N(2, 3), U(2, 3, low=0.0, high=1.0), P(3)]),
     "setitem": (lambda x, v: _setitem(x, v), [N(3, 4), N(4)]),
+    "view_inplace": (lambda x, w: _view_inplace(x, w), [N(3, 4), N(2)]),
     "stack_split": (lambda x, y: sum(t.sum() * (k + 1) for k, t in enumerate(tj.stack([x, y], 1).split(1, 0))),
                     [N(3, 2), N(3, 2)]),
     "diag": (lambda x, v: x.diag() + tj.diag(v).sum(0), [N(3, 3), N(3)]),
@@ -168,6 +169,13 @@ COMPOSED = {
     "hardswish_mish": (lambda x: F.hardswish(x * 4) + F.mish(x), [N(5)]),
     "xlogy": (lambda x, y: tj.xlogy(x, y), [N(3), P(3)]),
 }
+
+
+def _view_inplace(x, w):
+    y = x * 1
+    y[1:, ::2].mul_(w)
+    y.view(-1)[0].add_(w[0])
+    return y
 
 
 def _setitem(x, v):
@@ -200,7 +208,7 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
             "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std"]
-GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add"]
+GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs
 GRADGRAD_INPUTS = {"cumprod": lambda: [N(2, 3), N(2, 5)], "prod": lambda: [N(2, 3), N(2, 3)]}

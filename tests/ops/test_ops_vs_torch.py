@@ -665,11 +665,13 @@ def test_views_share_storage_like_torch():
         x.transpose(0, 1)[2, 0] = 2.0
         x[1].fill_(3.0)
         x.narrow(1, 3, 1).mul_(0)
+        x[2, 3].fill_(4.0)
+        x[2][2].add_(1.0)
         x.expand(2, 3, 4)
         res.append(x.tolist())
         assert x.t().is_contiguous() is False and x.is_contiguous() is True
         assert x.t().stride() == (1, 4)
-    assert res[0] == res[1] == [[0.0, 1.0, 2.0, 0.0], [3.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    assert res[0] == res[1] == [[0.0, 1.0, 2.0, 0.0], [3.0, 3.0, 3.0, 0.0], [0.0, 0.0, 1.0, 4.0]]
 
 
 SHAPE_ERRORS = [
@@ -1187,7 +1189,51 @@ def _self_scaled_column(x):
     return y
 
 
+def _view_mul(x):
+    y = x * 1
+    y[0].mul_(3)
+    return y
+
+
+def _view_add_other(x, w):
+    y = x * 1
+    y.view(-1)[1:3].add_(w)
+    return y
+
+
+def _base_without_grad(w):
+    b = L.zeros(2, 3, dtype=L.float64)
+    b[1].copy_(w)
+    b.t()[0].mul_(w[0])
+    return b * 2
+
+
+def _view_reads_sibling(x):
+    y = x * 1
+    y.t()[0].mul_(y.t()[1])
+    return y
+
+
+def _view_then_both(x):
+    y = x * 1
+    z = y[:, 1:]
+    z.exp_()
+    return y.sum(1) + z.sum()
+
+
+def _reshape_view_update(x):
+    y = x * 2
+    y.reshape(-1)[::2].zero_()
+    y.flatten()[1] = 5.0
+    return y
+
+
 INPLACE_CASES += [
+    case(_view_mul, R(3, 4), id="copyslices_view_mul"),
+    case(_view_add_other, R(3, 4), R(2), id="copyslices_add_other"),
+    case(_base_without_grad, R(3), id="copyslices_base_without_grad"),
+    case(_view_then_both, R(3, 4), id="copyslices_view_and_base"),
+    case(lambda x: _reshape_view_update(x.sin()), R(3, 4), id="copyslices_reshape_view"),
     case(_modify_unread_input, R(3, 4), id="modify_unread_input"),
     case(_self_scaled_column, R(3, 4), id="setitem_from_own_slice"),
 ]
@@ -1209,6 +1255,11 @@ INPLACE_ERRORS = [
     case(lambda x: _modify_saved(x), R(3), id="modified_saved_tensor", grad=True),
     case(lambda x, y: _modify_mul_operand(x, y), R(3), R(3), id="modified_mul_operand", grad=True),
     case(lambda x: x.fill_(L.tensor([1.0, 2.0])), R(3), id="fill_nonscalar"),
+    case(lambda x: x[0].mul_(2), R(3), id="view_of_leaf_inplace", grad=True),
+    case(lambda x: _view_reads_sibling(x).sum().backward(), R(3, 4), id="view_update_modifies_saved_view",
+         grad=True),
+    case(lambda x: _exp_then_view_update(x).sum().backward(), R(3, 4), id="view_update_modifies_saved_output",
+         grad=True),
 ]
 
 
@@ -1228,6 +1279,12 @@ def _modify_mul_operand(x, y):
     z = h * y           # y requires grad: its gradient reads h
     h.add_(1)
     z.sum().backward()
+
+
+def _exp_then_view_update(x):
+    y = x.exp()
+    y[0].zero_()
+    return y
 
 
 @run_cases(INPLACE_ERRORS)
@@ -1523,3 +1580,38 @@ def test_meta_checked_for_every_op(request, check_meta_against_eager):
         pytest.skip("run the whole of tests/ops for the meta coverage check")
     missing = set(OPS) - check_meta_against_eager - META_UNCHECKED
     assert not missing, f"ops whose meta was never checked against eager: {sorted(missing)}"
+
+
+# ----------------------------------------------------------------------------- broadcast errors name both shapes
+
+BROADCAST_ERRORS = [
+    case(lambda x, y: x + y, R(2, 3), R(4, 3), id="add"),
+    case(lambda x, y: x * y, R(2, 3), R(2), id="mul_trailing"),
+    case(lambda x, y: x - y, I(5, 1, 3), I(4, 2), id="sub_int"),
+    case(lambda x, y: x / y, R(3), R(4), id="div_1d"),
+    case(lambda x, y: x < y, R(2, 3), R(3, 2), id="lt"),
+    case(lambda x, y: L.maximum(x, y), R(2, 3), R(4, 3), id="maximum"),
+    case(lambda x, y: x ** y, P(2, 3), R(2, 2), id="pow"),
+    case(lambda x, y: L.atan2(x, y), R(2, 3), R(4), id="atan2"),
+    case(lambda c, x, y: L.where(c, x, y), B(2, 3), R(2, 3), R(4, 3), id="where_values"),
+    case(lambda c, x, y: L.where(c, x, y), B(5), R(2, 3), R(2, 3), id="where_condition"),
+    case(lambda x, y, w: L.lerp(x, y, w), R(2, 3), R(2, 3), R(4, 3), id="lerp_weight"),
+    case(lambda x, y: L.logical_and(x, y), B(2, 3), B(3, 3), id="logical_and"),
+    case(lambda x, y: x.clone().add_(y), R(2, 3), R(4, 3), id="add_inplace"),
+    case(lambda x, m: x.masked_fill(m, 0.0), R(2, 3), B(4, 3), id="masked_fill"),
+    case(lambda x, y: L.nn.functional.mse_loss(x, y), R(2, 3), R(4, 3), id="mse_loss"),
+    case(lambda x, y: L.broadcast_tensors(x, y), R(2, 3), R(4, 3), id="broadcast_tensors"),
+]
+
+
+@run_cases(BROADCAST_ERRORS)
+def test_broadcast_errors_name_both_shapes(fn, inputs, kw):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e = helper_raises(fn, *inputs, **kw)
+    assert isinstance(e, RuntimeError)
+    shapes = [list(x.shape) for x in inputs if isinstance(x, np.ndarray)]
+    msg = str(e)
+    named = [s for s in shapes if str(s) in msg]
+    assert len(named) >= 2, f"message should name both offending shapes {shapes}: {msg}"

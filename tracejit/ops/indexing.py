@@ -40,7 +40,10 @@ def _index_meta(x, *idx, spec):
 
 
 def _index_np(x, *idx, spec):
-    return x[_resolve(spec, idx)]
+    key = _resolve(spec, idx)
+    if not any(k is Ellipsis for k in key):
+        key = key + (Ellipsis,)  # numpy returns a scalar copy for x[i, j]; x[i, j, ...] is a 0-d view, as in PyTorch
+    return x[key]
 
 
 def _index_vjp(c, g):

@@ -36,9 +36,9 @@ def inplace(self, compute, args=()):
             from ..tracing.errors import trace_error
             raise trace_error("an in-place update of a view (slice) of a tensor inside a traced function",
                               "update the whole tensor (e.g. with torch.where or index_put) instead of a view")
-        if self._base._requires_grad:
-            raise RuntimeError("tracejit does not support in-place updates of a view of a tensor that requires "
-                               "grad (PyTorch's CopySlices); clone() the base or use an out-of-place op.")
+        if self._base._requires_grad and self._base.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
     src = _snapshot(self) if (need or tracing) else self
     res = compute(src)
     if not isinstance(res, Tensor):
@@ -74,7 +74,46 @@ def inplace(self, compute, args=()):
         self.grad_fn = res.grad_fn
         self._output_nr = res._output_nr
         self._requires_grad = res._requires_grad
+        if self._base is not None:
+            _copy_slices(self, res)
     return self
+
+
+def _positions(view, base):
+    """Flat positions in `base` (a C-contiguous array) of each element of `view` (a numpy view into it)."""
+    if not (isinstance(view, np.ndarray) and isinstance(base, np.ndarray) and base.flags.c_contiguous):
+        return None
+    isz = base.itemsize
+    off = view.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if off % isz or any(s % isz for s in view.strides):
+        return None
+    pos = np.full(view.shape, off // isz, np.int64)
+    for d, (n, s) in enumerate(zip(view.shape, view.strides)):
+        pos += np.arange(n, dtype=np.int64).reshape([-1 if k == d else 1 for k in range(view.ndim)]) * (s // isz)
+    if pos.size and (pos.min() < 0 or pos.max() >= base.size):
+        return None
+    return pos
+
+
+def _copy_slices(view, res):
+    """PyTorch's CopySlices: after an in-place update of a view, its base's new value is the old base with
+    the view's elements replaced by `res`. The data is already written (through the view); this records
+    the autograd node (an index_put of the view's positions) that makes the base's gradient right."""
+    from .._tensor import Tensor
+    from ..autograd.graph import record
+    from .indexing import _T
+    from .registry import OPS
+    base = view._base
+    pos = _positions(view._data, base._data)
+    if pos is None:
+        raise RuntimeError("tracejit cannot record an in-place update of this view for autograd (its base is not "
+                           "a contiguous array); clone() the base or use an out-of-place op.")
+    old = object.__new__(Tensor)          # the base's value before the update, as an autograd identity
+    old._init(base._data)                 # (index_put's VJP never reads it, so the data need not be copied)
+    old._requires_grad, old.grad_fn, old._output_nr = base._requires_grad, base.grad_fn, base._output_nr
+    idx = tuple(Tensor._wrap(i) for i in np.unravel_index(pos, base._data.shape))
+    record(OPS["index_put"], (old, res) + idx, (base,),
+           {"spec": tuple(_T(k) for k in range(len(idx))), "accumulate": False})
 
 
 def make_inplace(fn):
