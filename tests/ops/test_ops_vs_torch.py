@@ -222,6 +222,19 @@ def test_unary(name, fn, gen, dtype):
     helper(fn, gen(3, 4, dtype=dtype))
 
 
+BINARY_ERRORS = [
+    case(lambda x, y: L.lerp(x, y, 0.5), R(3, dtype=F32), R(3), id="lerp_dtype_mismatch"),
+    case(lambda x, y: x // y, I(3), A([0, 1, 2], np.int64), id="int_floordiv_by_zero"),
+    case(lambda x, y: x % y, I(3), A([1, 0, 2], np.int64), id="int_remainder_by_zero"),
+    case(lambda x: x // 0, I(3), id="int_floordiv_by_zero_scalar"),
+]
+
+
+@run_cases(BINARY_ERRORS)
+def test_binary_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
 BINARY_CASES = [
     case(lambda x, y: x + y, R(3, 4), R(3, 4), id="add"),
     case(lambda x, y: x - y, R(3, 4), R(4), id="sub_bcast"),
@@ -289,6 +302,11 @@ BINARY_CASES = [
     case(lambda x: x.clamp(0.5, 3.5), I(3, 4), id="clamp_int_float_bounds"),
     case(lambda x, y: L.maximum(x, y), I(3, 4), R(3, 4), id="maximum_int_float"),
     case(lambda x, y: L.where(x > 2, x, y), I(3, 4), R(3, 4, dtype=F32), id="where_int_f32"),
+    case(lambda c: L.where(c, 2, 3), B(3), id="where_int_scalars"),
+    case(lambda c: L.where(c, 2, 3.5), B(3), id="where_int_float_scalars"),
+    case(lambda c, x: L.where(c, x, 1.0), B(3), A(2.0, F32), id="where_0d_f32_scalar"),
+    case(lambda x, y: x / y, R(3), A([0.0, -0.0, 1.0]), id="float_div_by_zero"),
+    case(lambda x: (x * 5) // 0.0, R(3), id="float_floordiv_by_zero", check_grad=False),
 ]
 
 
@@ -514,7 +532,25 @@ REDUCTION_CASES = [
 ]
 
 
+REDUCTION_CASES += [
+    case(lambda x: x.sum(dim=()), R(2, 3), id="sum_empty_dims_is_all"),
+    case(lambda x: x.mean(dim=[]), R(2, 3), id="mean_empty_dims_is_all"),
+    case(lambda x: x.amax(dim=()), R(2, 3), id="amax_empty_dims"),
+    case(lambda x: x.std(dim=()), R(2, 3), id="std_empty_dims", check_grad=False),  # torch's backward: n=1
+    case(lambda x: x.sum(), R(0, 3), id="sum_empty"),
+    case(lambda x: x.prod(0), R(0, 3), id="prod_empty"),
+    case(lambda x: x.logsumexp(0), R(0, 3), id="logsumexp_empty"),
+    case(lambda x: x.softmax(0), R(0, 3), id="softmax_empty"),
+    case(lambda x: x.log_softmax(1), R(0, 3), id="log_softmax_empty"),
+    case(lambda x: x.var(), R(1), id="var_one_element"),
+    case(lambda x: x.var(0), R(1, 3), id="var_dim_one_element"),
+    case(lambda x: x.var(correction=3), R(2), id="var_no_dof", check_grad=False),  # torch: +inf whatever the sign
+    case(lambda x: x.std(), R(1), id="std_one_element"),
+]
+
+
 @run_cases(REDUCTION_CASES)
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
 def test_reductions(fn, inputs, kw):
     helper(fn, *inputs, **kw)
 
@@ -652,6 +688,13 @@ SHAPE_CASES = [
 ]
 
 
+SHAPE_CASES += [
+    case(lambda x: x.flip(0), A(2.0), id="flip_0d"),
+    case(lambda x: x.split(0), R(0, 2), id="split_zero_size_empty"),
+    case(lambda x: x.gather(0, L.tensor(0)), A(2.0), id="gather_0d"),
+]
+
+
 @run_cases(SHAPE_CASES)
 def test_shape_ops(fn, inputs, kw):
     helper(fn, *inputs, **kw)
@@ -698,6 +741,9 @@ SHAPE_ERRORS = [
     case(lambda x: x.flatten(2, 1), S3, id="flatten_bad_range"),
     case(lambda x: x.unflatten(1, (2, 2)), S3, id="unflatten_bad"),
     case(lambda x: L.diag(x), S3, id="diag_3d"),
+    case(lambda x: x.chunk(0), R(3), id="chunk_zero"),
+    case(lambda x: x.split(0), R(3), id="split_zero"),
+    case(lambda x: x.split(-1), R(3), id="split_negative"),
     case(lambda x: x.movedim(0, 3), S3, id="movedim_bad"),
 ]
 

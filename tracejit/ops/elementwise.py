@@ -306,6 +306,16 @@ def _fmax_vjp(c, g, ge):
     return (where(first, g, 0.0) if _needs(c, 0) else None, where(first, 0.0, g) if _needs(c, 1) else None)
 
 
+def _int_div(fn):
+    """Integer division by zero raises, as in PyTorch (numpy quietly gives 0)."""
+    def f(a, b):
+        if isinstance(b, np.ndarray) and b.dtype.kind in "iub" and not b.all() or \
+                (not isinstance(b, np.ndarray) and b == 0 and getattr(a, "dtype", np.float64).kind in "iub"):
+            raise RuntimeError("ZeroDivisionError")  # PyTorch's exact error
+        return fn(a, b)
+    return f
+
+
 def _atan2_vjp(c, g):
     a, b = c.inputs
     d = a * a + b * b
@@ -322,11 +332,11 @@ BINARY = [
     ("minimum", np.minimum, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "minimum({0}, {1})", "promote", "i"),
     ("fmax", np.fmax, lambda c, g: _fmax_vjp(c, g, lambda x, y: x >= y), "fmax({0}, {1})", "promote", "i"),
     ("fmin", np.fmin, lambda c, g: _fmax_vjp(c, g, lambda x, y: x <= y), "fmin({0}, {1})", "promote", "i"),
-    ("remainder", np.remainder, lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})", "promote",
-     "i"),
-    ("fmod", np.fmod, lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i"),
+    ("remainder", _int_div(np.remainder), lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})",
+     "promote", "i"),
+    ("fmod", _int_div(np.fmod), lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i"),
     # PyTorch: zero gradients for div(rounding_mode="floor") (floor_divide itself raises in backward)
-    ("floor_divide", np.floor_divide, lambda c, g: (g * 0, g * 0), "floor_divide({0}, {1})", "promote", ""),
+    ("floor_divide", _int_div(np.floor_divide), lambda c, g: (g * 0, g * 0), "floor_divide({0}, {1})", "promote", ""),
     ("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})", "float", "i"),
     ("eq", np.equal, None, "({0} == {1})", "bool", ""),
     ("ne", np.not_equal, None, "({0} != {1})", "bool", ""),
@@ -454,6 +464,8 @@ def where(condition, input=None, other=None):
 
 
 def lerp(input, end, weight):
+    if getattr(end, "dtype", input.dtype) is not input.dtype:
+        raise RuntimeError(f"expected dtype {input.dtype.name} for `end` but got dtype {end.dtype.name}")
     return apply(_R["lerp"], input, end, weight)
 
 

@@ -287,6 +287,8 @@ def take(input, index):
 # ----------------------------------------------------------------------------- gather / scatter
 
 def _grid(index, dim):
+    if index.ndim == 0:
+        return ()
     g = list(np.indices(index.shape, sparse=True))
     g[dim] = index
     return tuple(g)

@@ -7,13 +7,13 @@ from .registry import AVal, apply, defop, norm_dim, OPS
 
 
 def _softmax_np(x, dim):
-    m = np.amax(x, axis=dim, keepdims=True)
+    m = np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
     e = np.exp(x - np.where(np.isfinite(m), m, 0).astype(x.dtype))
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax_np(x, dim):
-    m = np.amax(x, axis=dim, keepdims=True)
+    m = np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
     s = x - np.where(np.isfinite(m), m, 0).astype(x.dtype)
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 

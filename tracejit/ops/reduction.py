@@ -147,7 +147,8 @@ def _var_vjp(c, g):
     x = c.inputs[0]
     n = _count(c)
     m = mean(x, c.attrs["dims"], True)
-    return (_expand_back(g, c) * (2.0 / (n - c.attrs["correction"])) * (x - m),)
+    dof = n - c.attrs["correction"]  # as the forward: no degrees of freedom (dof <= 0) give inf (PyTorch)
+    return (_expand_back(g, c) * (2.0 / dof if dof > 0 else math.inf) * (x - m),)
 
 
 def _std_vjp(c, g):
@@ -166,7 +167,7 @@ defop("std", lambda x, dims, keepdim, correction: np.sqrt(_var_np(x, dims, keepd
 def _lse_np(x, dims, keepdim):
     if x.ndim == 0:
         return x.copy()
-    m = np.amax(x, axis=dims, keepdims=True)
+    m = np.amax(x, axis=dims, keepdims=True, initial=-np.inf)  # initial: empty reductions give -inf
     m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
     out = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
     return out if keepdim else np.squeeze(out, axis=dims)
@@ -375,6 +376,8 @@ defop("cumprod", lambda x, dim, dtype=None: np.cumprod(x, axis=dim, dtype=(dtype
 # ----------------------------------------------------------------------------- public API
 
 def _dims(input, dim):
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None  # PyTorch: an empty dim list reduces over every dim
     return norm_dims(dim, input.ndim)
 
 

@@ -117,7 +117,7 @@ def _cat_vjp(c, g):
 
 
 defop("cat", _cat_np, _cat_meta, _cat_vjp, kind="shape", saves="")
-defop("flip", lambda x, dims: np.flip(x, dims).copy(), lambda x, dims: AVal(x.shape, x.dtype),
+defop("flip", lambda x, dims: np.flip(x, dims).copy() if x.ndim else x.copy(), lambda x, dims: AVal(x.shape, x.dtype),
       lambda c, g: (flip(g, c.attrs["dims"]),), kind="shape", saves="")
 defop("roll", lambda x, shifts, dims: np.roll(x, shifts, dims), lambda x, shifts, dims: AVal(x.shape, x.dtype),
       lambda c, g: (roll(g, tuple(-s for s in c.attrs["shifts"]), c.attrs["dims"]),), kind="shape", saves="")
@@ -369,6 +369,11 @@ def split(tensor, split_size_or_sections, dim=0):
     size = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
+        if step <= 0 and (step < 0 or size):
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
+                               if step == 0 else f"split expects split_size be non-negative, but got {step}")
+        if step == 0:
+            return (tensor,)
         sizes = [builtins.min(step, size - i) for i in range(0, size, step)] or [0]
     else:
         sizes = list(split_size_or_sections)
@@ -383,6 +388,8 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[norm_dim(dim, input.ndim)]
     step = -(-size // chunks)
     return split(input, step, dim) if size else (input,)
