@@ -114,6 +114,9 @@ print("RESULT " + json.dumps(res))
 '''
 
 
+SIZES = {"chain": "4096", "mlp_step": "32x64-128-128-10"}
+
+
 def reference(work):
     """numpy values of the first call (loss and grad sums; for the MLP, the first loss)."""
     rng = np.random.default_rng(0)
@@ -156,16 +159,17 @@ def child(system, work, cache_dir, extra_env=None, reps=3):
 
 def _row(work, system, runs, key="first", baseline="tracejit cold"):
     xs = [r[key] for r in runs]
-    where = f"{len(xs)} process{'es' if len(xs) > 1 else ''}" if key == "first" else "in-process"
+    where = f"median of {len(xs)} process{'es' if len(xs) > 1 else ''}" if key == "first" else \
+        f"median of {len(xs)} retraces"
     imp = statistics.median(r["import"] for r in runs)
     steady = statistics.median(r["steady"] for r in runs)
-    note = f"import {imp:.2f} s, steady call {H.fmt_time(steady)}"
+    note = f"{where}; import {imp:.2f} s, steady call {H.fmt_time(steady)}"
     if key == "first":
         note += f", whole process {statistics.median(r['process'] for r in runs):.1f} s"
     if "cache" in runs[-1] and key == "first":
         c = runs[-1]["cache"]
         note += f", numba compiled {c.get('compiled')} / loaded {c.get('cache_hits')} kernels"
-    return H.summarize("compile_latency", work, system, where, xs,
+    return H.summarize("compile_latency", work, system, SIZES[work], xs,
                        baseline=baseline, note=note)
 
 
@@ -216,7 +220,7 @@ def run(quick=False):
             r.baseline = rows[0].system
         out += rows
     for k, v in notes.items():
-        out.append(H.Result("compile_latency", "chain", k, "-", None, note=v))
+        out.append(H.Result("compile_latency", "chain", k, SIZES["chain"], None, note=v))
     return out
 
 

@@ -270,29 +270,39 @@ def plot(results, path):
             groups.setdefault((r.bench, r.name), []).append(r)
     if not groups:
         return "--plot: nothing to plot"
-    # workloads of one benchmark with one size each share a panel (bars); several sizes: speedup vs size
+    # one workload at several sizes: speedup vs size (a line per system); workloads with one size each: one
+    # panel of bars for the benchmark; workloads that each come at several sizes: a panel of bars per size
     panels = {}
+    by_bench = {}
     for (bench, name), rs in groups.items():
-        per_system = {}
-        for r in rs:
-            per_system.setdefault(r.system, set()).add(r.size)
-        multi = any(len(v) > 1 for v in per_system.values())
-        panels.setdefault((bench, name if multi else None), []).extend(rs)
+        by_bench.setdefault(bench, {})[name] = rs
+    for bench, work in by_bench.items():
+        sizes_of = {name: list(dict.fromkeys(r.size for r in rs)) for name, rs in work.items()}
+        if len(work) == 1 and len(next(iter(sizes_of.values()))) > 1:
+            name, rs = next(iter(work.items()))
+            panels[(bench, name, "line")] = rs
+        elif all(len(v) == 1 for v in sizes_of.values()):
+            panels[(bench, None, "bars")] = [r for rs in work.values() for r in rs]
+        else:
+            for rs in work.values():
+                for r in rs:
+                    panels.setdefault((bench, r.size, "bars"), []).append(r)
     n = len(panels)
     cols = min(3, n)
     rows_ = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows_, cols, figsize=(6 * cols, 4 * rows_), squeeze=False)
-    for ax, ((bench, name), rs) in zip(axes.flat, panels.items()):
+    for ax, ((bench, key, kind), rs) in zip(axes.flat, panels.items()):
         systems = list(dict.fromkeys(r.system for r in rs))
         base = rs[0].baseline
-        if name is not None:            # one workload at several sizes
+        if kind == "line":              # one workload at several sizes
             sizes = list(dict.fromkeys(r.size for r in rs))
             for s in systems:
                 pts = [(sizes.index(r.size), r.speedup) for r in rs if r.system == s]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
             ax.set_xticks(range(len(sizes)))
             ax.set_xticklabels(sizes, rotation=30, fontsize=8)
-            ax.set_title(f"{bench}/{name}", fontsize=10)
+            ax.set_xlabel("size", fontsize=8)
+            ax.set_title(f"{bench}/{key}", fontsize=10)
         else:                           # workloads side by side, one bar per system
             work = list(dict.fromkeys(r.name for r in rs))
             w = 0.8 / max(1, len(systems))
@@ -307,7 +317,7 @@ def plot(results, path):
             ax.set_xticks([i + w * (len(systems) - 1) / 2 for i in range(len(work))])
             ax.set_xticklabels(work, rotation=30, fontsize=8)
             sizes = list(dict.fromkeys(r.size for r in rs))
-            ax.set_title(f"{bench} ({sizes[0] if len(sizes) == 1 else ', '.join(sizes)})", fontsize=10)
+            ax.set_title(f"{bench} ({', '.join(sizes)})", fontsize=10)
         vals = [r.speedup for r in rs]
         if max(vals) / min(vals) > 4:
             ax.set_yscale("log")
@@ -317,7 +327,7 @@ def plot(results, path):
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     fig.suptitle("tracejit bench: speedup vs baseline (same run; higher is faster)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return f"wrote {path}"
