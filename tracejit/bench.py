@@ -201,8 +201,11 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         if n_checks:
             for r in rs:
                 r.checked = True
-        status[name] = (f"ok: {len(rs)} rows in {time.perf_counter() - t0:.1f} s; "
-                        f"{n_checks or 'its own'} correctness check(s) passed before timing")
+        if not rs:
+            status[name] = "skipped: it measured nothing here (e.g. no GPU)"
+        else:
+            status[name] = (f"ok: {len(rs)} rows in {time.perf_counter() - t0:.1f} s; "
+                            f"{n_checks or 'its own'} correctness check(s) passed before timing")
         say(f"   {status[name]}")
         results += rs
     say("")
