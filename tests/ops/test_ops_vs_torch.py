@@ -1552,6 +1552,16 @@ REPR_CASES = [
     lambda: L.tensor([[1.0, 2.0]], requires_grad=True).pow(2),
     lambda: L.tensor([[1.0, 2.0]], requires_grad=True) / 3,
     lambda: L.tensor([[1.0, 2.0]], requires_grad=True) - 3,
+    lambda: L.arange(2000.0),
+    lambda: L.arange(30.0).reshape(3, 10) / 7,
+    lambda: L.arange(1200.0).reshape(2, 600),
+    lambda: L.arange(2000).reshape(10, 200),
+    lambda: L.arange(3000.0).reshape(10, 10, 30) / 3,
+    lambda: L.tensor([True, False] * 30),
+    lambda: L.arange(24.0).reshape(2, 3, 4).double().requires_grad_(),
+    lambda: L.tensor([[]]),
+    lambda: L.zeros(0, dtype=L.int64),
+    lambda: L.arange(100.0).reshape(1, 100),
 ]
 
 
