@@ -287,8 +287,15 @@ def explain(fn, *args, backend=None, requires_grad="auto", **kwargs):
     # the dynamic face: run it, walk the grad_fn graph
     out = f(*args, **kwargs)
     outs = _tensors(out)
-    ex.eager_text = eager_text(outs) if outs else "(the function returned no tensor)"
-    ex.eager_dot = eager_dot(outs) if outs else None
+    if not outs:
+        ex.eager_text = "(the function returned no tensor)"
+    elif all(t.grad_fn is None for t in outs):
+        ex.eager_text = ("(no grad_fn on the outputs: nothing they depend on requires grad, or the function ran "
+                         "backward itself and returned detached values - a training step - so its dynamic graph "
+                         "was built and freed inside the call)")
+    else:
+        ex.eager_text = eager_text(outs)
+        ex.eager_dot = eager_dot(outs)
 
     # the static face: trace, then look at every stage
     tf = torch.trace(f, backend=backend)
@@ -432,7 +439,7 @@ h1{font-size:1.4em} h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid
 .col h3{margin:.2em 0 .6em;font-size:1em}
 figure{margin:0 0 1em} figcaption{font-weight:600;font-size:.9em;margin-bottom:.3em}
 pre{background:#f5f5f5;padding:.6em;border-radius:4px;overflow:auto;font-size:12px;line-height:1.35}
-.svg svg{max-width:100%;height:auto}
+.svg{overflow:auto;max-height:85vh} .svg svg{max-width:none;height:auto}
 details{margin:.3em 0} summary{cursor:pointer;font-weight:600}
 table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:.25em .6em;text-align:left}
 td.num{text-align:right;font-family:monospace} .note{color:#666;font-size:.9em}
