@@ -204,8 +204,9 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         if not rs:
             status[name] = "skipped: it measured nothing here (e.g. no GPU)"
         else:
-            status[name] = (f"ok: {len(rs)} rows in {time.perf_counter() - t0:.1f} s; "
-                            f"{n_checks or 'its own'} correctness check(s) passed before timing")
+            how = (f"{n_checks} correctness check(s) passed before timing" if n_checks else
+                   "it checks its systems itself (no harness check_same call)")
+            status[name] = f"ok: {len(rs)} rows in {time.perf_counter() - t0:.1f} s; {how}"
         say(f"   {status[name]}")
         results += rs
     say("")
