@@ -31,14 +31,6 @@ def _float_formatter(arr):
     return (lambda v: text(v).rjust(width)), width
 
 
-def _special(v):
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return None
-
-
 # PyTorch's print options (torch.set_printoptions defaults)
 LINEWIDTH, THRESHOLD, EDGEITEMS = 80, 1000, 3
 

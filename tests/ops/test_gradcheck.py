@@ -135,8 +135,8 @@ CASES = {
     "scatter": (lambda x, s: x.scatter(1, _scatter_index(), s) + x.scatter_add(1, _scatter_index(), s * 2),
                 [N(3, 4), N(3, 2)]),
     "matmul": (lambda a, b, v: a @ b + (a @ v).unsqueeze(-1), [N(2, 2, 3), N(3, 2), N(3)]),
-    "einsum": (lambda a, b: tj.einsum("bij,jk->bik", a, b) + tj.einsum("...ij->...j", a).unsqueeze(1),
-               [N(2, 2, 3), N(3, 3)]),
+    "einsum": (lambda a, b: tj.einsum("bij,jk->bik", a, b) + tj.einsum("...ij->...j", a).unsqueeze(1)
+               + tj.einsum("ii,bji->bj", b, a).unsqueeze(-1), [N(2, 2, 3), N(3, 3)]),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1), [N(1, 2, 4, 4), N(3, 2, 3, 3), N(3)]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),

@@ -966,8 +966,10 @@ LINALG_CASES = [
     case(lambda a, b: L.einsum("ij,jk->ik", [a, b]), R(2, 3), R(3, 4), id="einsum_list"),
     case(lambda a, b: L.einsum("ab,cd->abcd", a, b), R(2, 3), R(2, 2), id="einsum_outer_2d"),
     case(lambda a, b: L.einsum("ij,ij->i", a, b), R(3, 1), R(3, 4), id="einsum_size1_bcast"),
-    case(lambda a: L.einsum("ii->i", a), R(3, 3), id="einsum_diagonal", check_grad=False),
-    case(lambda a: L.einsum("ii", a), R(3, 3), id="einsum_trace", check_grad=False),
+    case(lambda a: L.einsum("ii->i", a), R(3, 3), id="einsum_diagonal"),
+    case(lambda a: L.einsum("ii", a), R(3, 3), id="einsum_trace"),
+    case(lambda a, b: L.einsum("bii,bj->bij", a, b), R(2, 3, 3), R(2, 4), id="einsum_batched_diagonal"),
+    case(lambda a: L.einsum("iji->j", a), R(3, 2, 3), id="einsum_diagonal_split"),
 ]
 
 

@@ -200,20 +200,34 @@ def _einsum_vjp(c, g):
         if c.next_functions[i] is None:
             grads.append(None)
             continue
-        if len(set(t)) != len(t):
-            raise NotImplementedError("einsum backward with a repeated subscript in one operand (a diagonal) is not "
-                                      "supported by tracejit")
+        u = "".join(dict.fromkeys(t))   # the operand's distinct subscripts (t repeats some for a diagonal)
+        size = {ch: c.shapes[i][t.index(ch)] for ch in u}
         others = [(terms[j], xs[j]) for j in range(len(xs)) if j != i]
         avail = set(out).union(*[set(tt) for tt, _ in others])
-        keep = "".join(ch for ch in t if ch in avail)
+        keep = "".join(ch for ch in u if ch in avail)
         gi = einsum_terms([out] + [tt for tt, _ in others], keep, g, *[x for _, x in others])
         # subscripts summed away only in this operand, or size 1 elsewhere (broadcast): expand the gradient
-        full = [gi.shape[keep.index(ch)] if ch in avail else 1 for ch in t]
-        if keep != t:
+        full = [gi.shape[keep.index(ch)] if ch in avail else 1 for ch in u]
+        if keep != u:
             gi = gi.reshape(full)
-        want = [s if f == 1 else f for f, s in zip(full, c.shapes[i])]
+        want = [size[ch] if f == 1 else f for f, ch in zip(full, u)]
         if want != full:
             gi = gi.expand(want)
+        if u != t:  # a repeated subscript: the gradient lives on that diagonal (identity matrices place it)
+            from ..creation import eye
+            fresh = [ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     if ch not in "".join(terms) + out]
+            t2, eyes, seen = "", [], set()
+            for ch in t:
+                if ch in seen:
+                    f = fresh.pop(0)
+                    t2 += f
+                    eyes.append(ch + f)
+                else:
+                    seen.add(ch)
+                    t2 += ch
+            mats = [eye(size[e[0]], dtype=gi.dtype) for e in eyes]
+            gi = einsum_terms([u] + eyes, t2, gi, *mats)
         grads.append(gi)
     return tuple(grads)
 
