@@ -1436,9 +1436,9 @@ def _typed(lib, name, ndim):
     return lib.ones((2,) * ndim, dtype=getattr(lib, name))
 
 
-@pytest.mark.parametrize("ndim_b", [1, 0])
+@pytest.mark.parametrize("ndim_a,ndim_b", [(1, 1), (1, 0), (0, 0)])
 @pytest.mark.parametrize("a", PROMO_DTYPES)
-def test_promotion_table(a, ndim_b):
+def test_promotion_table(a, ndim_a, ndim_b):
     """result dtypes of add/mul/div/where/comparisons for every dtype pair (dimensioned with dimensioned
     or with 0-d) and with Python scalars, against torch."""
     for b in PROMO_DTYPES:
@@ -1448,16 +1448,14 @@ def test_promotion_table(a, ndim_b):
             for lib in (tracejit, torch):
                 L.cur = lib
                 try:
-                    x, y = _typed(lib, a, 1), _typed(lib, b, ndim_b)
-                    if a == "bool" and b == "bool" and op.__code__.co_code == (lambda x, y: x + y).__code__.co_code:
-                        pass
+                    x, y = _typed(lib, a, ndim_a), _typed(lib, b, ndim_b)
                     try:
                         got.append(_dtname(op(x, y).dtype))
                     except Exception as e:  # noqa: BLE001
                         got.append(type(e).__name__)
                 finally:
                     L.cur = None
-            assert got[0] == got[1], f"{a}[2] op {b}{'[2]' if ndim_b else '[]'}: tracejit {got[0]}, torch {got[1]}"
+            assert got[0] == got[1], f"{a} ({ndim_a}-d) op {b} ({ndim_b}-d): tracejit {got[0]}, torch {got[1]}"
     for s in PROMO_SCALARS:
         for op in (lambda x, y: x + y, lambda x, y: y * x, lambda x, y: x / y, lambda x, y: x ** y,
                    lambda x, y: x > y, lambda x, y: L.where(x > 0, x, y), lambda x, y: L.full_like(x, y)):
@@ -1465,7 +1463,7 @@ def test_promotion_table(a, ndim_b):
             for lib in (tracejit, torch):
                 L.cur = lib
                 try:
-                    got.append(_dtname(op(_typed(lib, a, 2 - 2 * ndim_b), s).dtype))
+                    got.append(_dtname(op(_typed(lib, a, ndim_b), s).dtype))
                 except Exception as e:  # noqa: BLE001
                     got.append(type(e).__name__)
                 finally:
