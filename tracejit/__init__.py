@@ -77,6 +77,7 @@ def cdist(x1, x2, p=2.0):
 def compile(*a, **k):
     raise NotImplementedError("tracejit.compile does not exist: use tracejit.trace")
 from . import config
+from . import cuda  # noqa: E402  (numba.cuda itself is imported only when CUDA is used)
 from .tracing.trace import trace, make_graph, TracedFunction
 
 # nn/optim/data/saving (issue 5)

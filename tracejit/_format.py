@@ -91,8 +91,10 @@ def format_tensor(t):
         body = f"tracer({t._value})"
         prefix = ""
     else:
-        arr = t._data
+        arr = t._host()
         prefix = "tensor("
+        if arr is not t._data:
+            extras.append(f"device='{t.device}'")
         if arr.size == 0:
             body = "[]" if arr.ndim == 1 else f"[], size={tuple(arr.shape)}"
         else:

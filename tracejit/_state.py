@@ -2,7 +2,7 @@
 
 
 class _State:
-    __slots__ = ("grad_enabled", "tracer", "profiler", "anomaly", "inference", "serial")
+    __slots__ = ("grad_enabled", "tracer", "profiler", "anomaly", "inference", "serial", "cuda")
 
     def __init__(self):
         self.grad_enabled = True
@@ -11,6 +11,7 @@ class _State:
         self.anomaly = False
         self.inference = False
         self.serial = 0         # creation counter: tensors created during a trace are constants
+        self.cuda = None        # the device dispatcher, set when the first cuda tensor is made (tracejit.cuda)
 
 
 STATE = _State()

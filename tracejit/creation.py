@@ -64,23 +64,36 @@ def _to_array(data, dtype=None):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     check_device(device)
-    t = Tensor._wrap(_to_array(data, D.to_dtype(dtype) if dtype is not None else None))
+    t = _place(Tensor._wrap(_to_array(data, D.to_dtype(dtype) if dtype is not None else None)), device)
     if requires_grad:
         t.requires_grad_(True)
+    return t
+
+
+def _place(t, device):
+    """`t` (just made on the host) moved to `device` when that is a GPU."""
+    if device is None or t._data is None or (device == "cpu" if isinstance(device, str) else str(device) == "cpu"):
+        return t            # (a tracer: a random op recorded inside a trace runs where the graph runs)
+    from ._tensor import device as _device
+    if _device(device).type == "cuda":
+        from .cuda import _move
+        return Tensor._wrap(_move(t._data, "cuda"))
     return t
 
 
 def as_tensor(data, dtype=None, device=None):
     check_device(device)
     if isinstance(data, Tensor):
+        if device is not None:
+            data = data.to(device)
         return data if dtype is None or data.dtype is D.to_dtype(dtype) else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or D.to_dtype(dtype).np == data.dtype):
-        return from_numpy(data)
-    return tensor(data, dtype=dtype)
+        return _place(from_numpy(data), device)
+    return tensor(data, dtype=dtype, device=device)
 
 
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
-    t = tensor(obj, dtype=dtype) if copy else as_tensor(obj, dtype=dtype)
+    t = tensor(obj, dtype=dtype, device=device) if copy else as_tensor(obj, dtype=dtype, device=device)
     return t.requires_grad_(True) if requires_grad else t
 
 
@@ -107,6 +120,8 @@ def _dt(dtype, default=None):
 
 def _finish(t, requires_grad, device=None):
     check_device(device)
+    if device is not None:
+        t = _place(t, device)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -132,16 +147,24 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 def _like(fn):
     def f(input, *args, dtype=None, device=None, requires_grad=False, memory_format=None):
-        return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, requires_grad=requires_grad)
+        return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                  device=device if device is not None else _dev(input))
     f.__name__ = fn.__name__ + "_like"
     return f
+
+
+def _dev(t):
+    """The device a *_like result goes to: the input's when it is a GPU (None keeps the CPU path as it was)."""
+    d = t._data
+    return None if type(d) is np.ndarray else t.device
 
 
 zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, requires_grad=requires_grad,
+                device=device if device is not None else _dev(input))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -210,17 +233,20 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad,
+                device=device if device is not None else _dev(input))
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad,
+                 device=device if device is not None else _dev(input))
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False, memory_format=None):
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad)
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, requires_grad=requires_grad,
+                   device=device if device is not None else _dev(input))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):

@@ -50,7 +50,8 @@ class _Writer:
                                    "concrete tensors can be saved; save outside the traced function")
             k = self.memo.get(id(obj))
             if k is None:
-                arr = obj._data if obj._data.flags.c_contiguous else obj._data.copy(order="C")
+                arr = obj._host()       # a cuda tensor is saved from a host copy (and loads on the CPU)
+                arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
                 meta = {"dtype": obj.dtype.name, "shape": list(arr.shape),
                         "requires_grad": bool(obj.requires_grad and obj.is_leaf),
                         "parameter": isinstance(obj, Parameter)}

@@ -17,6 +17,9 @@ def get_backend(name=None):
         elif name == "numba":
             from .numba_cpu import NumbaBackend
             register("numba", NumbaBackend)
+        elif name == "numba_cuda":
+            from .numba_cuda import NumbaCudaBackend
+            register("numba_cuda", NumbaCudaBackend)
         else:
-            raise ValueError(f"unknown backend {name!r}: choose 'numba' or 'interpreter'")
+            raise ValueError(f"unknown backend {name!r}: choose 'numba', 'numba_cuda' or 'interpreter'")
     return _BACKENDS[name]()

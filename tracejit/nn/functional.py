@@ -44,7 +44,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         return input * 0.0
     from ..creation import rand
-    keep = rand(tuple(input.shape), dtype=input.dtype) >= p
+    keep = rand(tuple(input.shape), dtype=input.dtype, device=input.device) >= p
     return input * keep * (1.0 / (1.0 - p))
 
 
@@ -505,7 +505,7 @@ def _channel_dropout(input, p, training, unbatched_ndim):
     shape = tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
     if p == 1.0:
         return input * 0.0
-    keep = rand(shape, dtype=input.dtype) >= p
+    keep = rand(shape, dtype=input.dtype, device=input.device) >= p
     return input * keep * (1.0 / (1.0 - p))
 
 

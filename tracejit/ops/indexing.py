@@ -322,7 +322,7 @@ def _gather_meta(x, index, dim):
 def _gather_vjp(c, g):
     x, index = c.inputs
     from ..creation import zeros
-    return (scatter_add(zeros(c.shapes[0], dtype=g.dtype), c.attrs["dim"], index, g), None)
+    return (scatter_add(zeros(c.shapes[0], dtype=g.dtype, device=g.device), c.attrs["dim"], index, g), None)
 
 
 defop("gather", _gather_np, _gather_meta, _gather_vjp, kind="index", saves="i")
@@ -363,7 +363,7 @@ def _scatter_vjp(c, g):
         if tuple(gs.shape) != c.shapes[2]:
             from ..creation import zeros
             from .indexing import index_put as _ip
-            gs = _ip(zeros(c.shapes[2], dtype=g.dtype), tuple(slice(0, s) for s in gs.shape), gs)
+            gs = _ip(zeros(c.shapes[2], dtype=g.dtype, device=g.device), tuple(slice(0, s) for s in gs.shape), gs)
     return gx, None, gs
 
 

@@ -65,7 +65,11 @@ def inplace(self, compute, args=()):
         STATE.tracer.rebind(self, res)
     else:
         try:
-            np.copyto(self._data, res._data, casting="unsafe")
+            d, r = self._data, res._data
+            if isinstance(d, np.ndarray):
+                np.copyto(d, r if isinstance(r, np.ndarray) else r.to_host(), casting="unsafe")
+            else:
+                d.copy_from(r)          # a device array (cuda): a copy kernel writing through the view
         except ValueError:
             raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
                                "between elements); clone() it before writing") from None

@@ -143,6 +143,11 @@ def to(self, *args, **kwargs):
         elif isinstance(a, (str, _device)):
             dev = a
     check_device(dev)
+    if dev is not None:             # a device change is a copy (differentiable), then the dtype cast
+        from .. import cuda as _cuda
+        moved = _cuda.to_device(self, dev)
+        copy = copy and moved is self
+        self = moved
     if dtype is None:
         return self.clone() if copy else self
     dtype = D.to_dtype(dtype)
@@ -163,8 +168,9 @@ Tensor.short = lambda self: to(self, D.int16)
 Tensor.char = lambda self: to(self, D.int8)
 Tensor.byte = lambda self: to(self, D.uint8)
 Tensor.bool = lambda self: to(self, D.bool_)
-Tensor.cpu = lambda self: self
-Tensor.cuda = lambda self, device=None: to(self, device="cuda")
+Tensor.cpu = lambda self, memory_format=None: to(self, device="cpu")
+Tensor.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(
+    self, device="cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 Tensor.type = lambda self, dtype=None: ("tracejit." + {"float32": "FloatTensor", "float64": "DoubleTensor",
                                                           "int64": "LongTensor", "int32": "IntTensor",
                                                           "bool": "BoolTensor", "float16": "HalfTensor",
@@ -249,11 +255,16 @@ Tensor.uniform_ = _random_fill(_uniform)
 Tensor.normal_ = _random_fill(_normal)
 Tensor.bernoulli_ = _random_fill(_bernoulli)
 Tensor.random_ = _random_fill(_random)
-Tensor.new_zeros = lambda self, *size, dtype=None, **k: __import__("tracejit").zeros(*size, dtype=dtype or self.dtype)
-Tensor.new_ones = lambda self, *size, dtype=None, **k: __import__("tracejit").ones(*size, dtype=dtype or self.dtype)
-Tensor.new_empty = lambda self, *size, dtype=None, **k: __import__("tracejit").empty(*size, dtype=dtype or self.dtype)
-Tensor.new_full = lambda self, size, v, dtype=None, **k: __import__("tracejit").full(size, v, dtype=dtype or self.dtype)
-Tensor.new_tensor = lambda self, data, dtype=None, **k: __import__("tracejit").tensor(data, dtype=dtype or self.dtype)
+Tensor.new_zeros = lambda self, *size, dtype=None, device=None, **k: __import__("tracejit").zeros(
+    *size, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_ones = lambda self, *size, dtype=None, device=None, **k: __import__("tracejit").ones(
+    *size, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_empty = lambda self, *size, dtype=None, device=None, **k: __import__("tracejit").empty(
+    *size, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_full = lambda self, size, v, dtype=None, device=None, **k: __import__("tracejit").full(
+    size, v, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_tensor = lambda self, data, dtype=None, device=None, **k: __import__("tracejit").tensor(
+    data, dtype=dtype or self.dtype, device=device or self.device)
 Tensor.bernoulli = lambda self, generator=None: __import__("tracejit").bernoulli(self, generator=generator)
 Tensor.multinomial = lambda self, n, replacement=False, generator=None: __import__("tracejit").multinomial(
     self, n, replacement, generator=generator)

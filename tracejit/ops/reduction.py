@@ -277,7 +277,7 @@ def _select_vjp(c, g, gi=None):
     if not c.attrs.get("keepdim", True):
         g, idx = g.unsqueeze(dim), idx.unsqueeze(dim)
     from ..creation import zeros
-    return (scatter_add_(zeros(c.shapes[0], dtype=g.dtype), dim, idx, g),)
+    return (scatter_add_(zeros(c.shapes[0], dtype=g.dtype, device=g.device), dim, idx, g),)
 
 
 defop("max_dim", _maxdim_np(np.amax, np.argmax), _maxdim_meta, _select_vjp, nout=2, saves="o",

@@ -88,7 +88,10 @@ def apply(op, *args, **attrs):
             res = STATE.profiler.run(op, arrays, attrs)
         else:
             try:
-                res = op.impl(*arrays, **attrs)
+                if STATE.cuda is None:
+                    res = op.impl(*arrays, **attrs)
+                else:                   # a cuda tensor exists somewhere: route by device
+                    res = STATE.cuda(op, arrays, attrs)
             except (ValueError, IndexError, TypeError) as e:
                 raise _user_error(op, args, e) from None
         if op.nout == 1:

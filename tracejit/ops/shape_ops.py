@@ -52,6 +52,8 @@ def _reshape_np(x, shape):
 
 
 def _viewable(arr, shape):
+    if type(arr) is not np.ndarray and hasattr(arr, "try_view"):    # a device array (cuda)
+        return arr.try_view(shape) is not None
     v = arr.view()
     try:
         v.shape = shape

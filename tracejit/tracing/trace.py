@@ -128,7 +128,7 @@ class Entry:
                 continue
             if tuple(t._data.shape) != shape or t.dtype is not dtype:
                 return "the shape/dtype of a tensor the function reads changed", None
-            if (type(t._data) is not np.ndarray) != self.on_device:
+            if (type(t._data) is not np.ndarray) != self.on_device and t._data.ndim:
                 return "a tensor the function reads moved to another device", None
             if t._requires_grad != rg:
                 return "requires_grad of a tensor the function reads changed", None
@@ -377,7 +377,7 @@ def run_passes(g, passes=None):
 
 def _copy_back(dst, a):
     if isinstance(dst, np.ndarray):
-        np.copyto(dst, a)
+        np.copyto(dst, a if isinstance(a, np.ndarray) else a.to_host())   # (a CPU scalar of a cuda graph)
     else:
         dst.copy_from(a)        # a device array
 
@@ -385,7 +385,7 @@ def _copy_back(dst, a):
 def _on_device(ts):
     """True when the tensors live on cuda; a RuntimeError when they are on different devices."""
     kinds = {type(t._data) is not np.ndarray and not isinstance(t._data, np.ndarray) for t in ts
-             if t._data is not None}
+             if t._data is not None and t._data.ndim}        # 0-d CPU tensors are scalars anywhere (PyTorch)
     if len(kinds) > 1:
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
                            "and cpu! (a traced function's arguments and the tensors it reads)")

@@ -391,6 +391,8 @@ class Module:
             elif a is not None:
                 device = a
         check_device(device)
+        if device is not None:      # parameters keep their identity: their .data (and .grad) move
+            self._apply(lambda t: t.to(device=device))
         if dtype is not None:
             dtype = D.to_dtype(dtype)
             if not dtype.is_floating_point:
@@ -414,7 +416,7 @@ class Module:
         return self._apply(lambda t: t.to(dst_type))
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None):
         return self.to("cuda" if device is None else device)

@@ -1,0 +1,515 @@
+"""The scalar math runtime of generated CUDA kernels: every name an op's `expr` template calls, per dtype.
+
+The CPU runtime (`numba_cpu/rt.py`) keeps float32 work in float32 with numba `@overload`s that read the
+argument's type. CUDA device functions cannot do that, and the simulator runs them as plain Python, so here
+each helper is made per compute dtype: the code generator writes `relu__float32(x)` where the template says
+`relu(x)`, and this module builds `relu__float32` on first import (PEP 562 `__getattr__`) from a factory
+closed over `T = np.float32`. `T(...)` casts keep results in the op's dtype on the GPU (a bare literal would
+promote to float64) and in the simulator (where `math.*` returns Python floats).
+
+Each helper follows numpy's semantics (NaN propagation, signed zeros, inf/NaN for domain errors, integer
+division by zero -> 0 like the CPU kernels). Domain checks come first: Python's `math` raises where CUDA's
+libm returns NaN/inf, and the simulator runs Python's.
+"""
+import math
+
+import numpy as np
+from numba import cuda
+
+_dev = cuda.jit(device=True)
+
+_FACTORIES = {}
+
+
+def _factory(fn):
+    _FACTORIES[fn.__name__.lstrip("_")] = fn
+    return fn
+
+
+def __getattr__(name):
+    # `relu__float32` -> _relu(np.float32), compiled lazily by numba for the dtypes it meets
+    base, sep, dt = name.rpartition("__")
+    if not sep or base not in _FACTORIES or not hasattr(np, dt):
+        raise AttributeError(name)
+    T = getattr(np, dt)
+    f = _dev(_FACTORIES[base](T, _consts(T)))
+    globals()[name] = f
+    return f
+
+
+NAMES = None   # filled below: the template names this runtime provides
+
+
+class _C:
+    """Typed constants of one dtype."""
+
+    def __init__(self, T):
+        isf = np.dtype(T).kind == "f"
+        self.zero, self.one, self.half, self.two = T(0), T(1), (T(0.5) if isf else T(0)), T(2)
+        self.nan = T(np.nan) if isf else T(0)
+        self.inf = T(np.inf) if isf else T(0)
+        fi = np.finfo(T) if isf else None
+        # |x| at or above this is already an integer (float32: 2**23, float64: 2**52)
+        self.big = T(2.0 ** (fi.nmant if fi else 0))
+        self.exp_hi = T(np.log(fi.max)) if fi else T(0)     # exp overflows above
+        self.isf = isf
+
+
+def _consts(T):
+    return _C(T)
+
+
+# ----------------------------------------------------------------------------- exp / log family
+
+@_factory
+def _exp(T, c):
+    hi, inf = c.exp_hi, c.inf
+
+    def f(x):
+        if x > hi:
+            return inf
+        return T(math.exp(x))
+    return f
+
+
+@_factory
+def _expm1(T, c):
+    hi, inf = c.exp_hi, c.inf
+
+    def f(x):
+        if x > hi:
+            return inf
+        return T(math.expm1(x))
+    return f
+
+
+@_factory
+def _exp2(T, c):
+    hi, inf, two = T(c.exp_hi / np.log(2.0)) if c.isf else c.zero, c.inf, c.two
+
+    def f(x):
+        if x > hi:
+            return inf
+        return T(math.pow(two, x))
+    return f
+
+
+def _log_like(T, c, fn, lo):
+    """log-type function with its pole at `lo`: below -> nan, at -> -inf."""
+    nan, inf = c.nan, c.inf
+
+    def f(x):
+        if x > lo:
+            return T(fn(x))
+        if x == lo:
+            return -inf
+        return nan       # x < lo, or x is NaN
+    return f
+
+
+@_factory
+def _log(T, c):
+    return _log_like(T, c, math.log, c.zero)
+
+
+@_factory
+def _log2(T, c):
+    return _log_like(T, c, math.log2, c.zero)
+
+
+@_factory
+def _log10(T, c):
+    return _log_like(T, c, math.log10, c.zero)
+
+
+@_factory
+def _log1p(T, c):
+    return _log_like(T, c, math.log1p, -c.one)
+
+
+@_factory
+def _sqrt(T, c):
+    nan, zero = c.nan, c.zero
+
+    def f(x):
+        if x >= zero:
+            return T(math.sqrt(x))
+        return nan
+    return f
+
+
+@_factory
+def _sigmoid(T, c):
+    one, zero = c.one, c.zero
+
+    def f(x):
+        if x != x:
+            return x
+        if x >= zero:
+            return T(one / (one + T(math.exp(-x))))
+        if x < T(-700):
+            return zero
+        z = T(math.exp(x))
+        return T(z / (one + z))
+    return f
+
+
+@_factory
+def _tanh(T, c):
+    return lambda x: T(math.tanh(x))
+
+
+@_factory
+def _erf(T, c):
+    return lambda x: T(math.erf(x))
+
+
+# ----------------------------------------------------------------------------- trigonometric / hyperbolic
+
+def _periodic(T, c, fn):
+    nan, inf = c.nan, c.inf
+
+    def f(x):
+        if x == inf or x == -inf:
+            return nan
+        return T(fn(x))
+    return f
+
+
+@_factory
+def _sin(T, c):
+    return _periodic(T, c, math.sin)
+
+
+@_factory
+def _cos(T, c):
+    return _periodic(T, c, math.cos)
+
+
+@_factory
+def _tan(T, c):
+    return _periodic(T, c, math.tan)
+
+
+def _unit_domain(T, c, fn):
+    nan, one = c.nan, c.one
+
+    def f(x):
+        if x >= -one and x <= one:
+            return T(fn(x))
+        return nan
+    return f
+
+
+@_factory
+def _asin(T, c):
+    return _unit_domain(T, c, math.asin)
+
+
+@_factory
+def _acos(T, c):
+    return _unit_domain(T, c, math.acos)
+
+
+@_factory
+def _atan(T, c):
+    return lambda x: T(math.atan(x))
+
+
+@_factory
+def _atan2(T, c):
+    return lambda y, x: T(math.atan2(y, x))
+
+
+@_factory
+def _sinh(T, c):
+    inf = c.inf
+
+    def f(x):
+        if x > T(710):
+            return inf
+        if x < T(-710):
+            return -inf
+        return T(math.sinh(x))
+    return f
+
+
+@_factory
+def _cosh(T, c):
+    inf = c.inf
+
+    def f(x):
+        if x > T(710) or x < T(-710):
+            return inf
+        return T(math.cosh(x))
+    return f
+
+
+# ----------------------------------------------------------------------------- rounding
+
+def _rounding(T, c, fn):
+    big = c.big
+
+    def f(x):
+        if not (abs(x) < big):       # NaN, inf and large values are integers already
+            return x
+        return T(math.copysign(T(fn(x)), x))    # keeps -0.0 for floor(-0.0), ceil(-0.5), ...
+    return f
+
+
+@_factory
+def _floor(T, c):
+    return _rounding(T, c, math.floor)
+
+
+@_factory
+def _ceil(T, c):
+    return _rounding(T, c, math.ceil)
+
+
+def _trunc_py(x):
+    return math.floor(x) if x >= 0 else math.ceil(x)     # (numpy scalars have no __trunc__)
+
+
+@_factory
+def _trunc(T, c):
+    return _rounding(T, c, _dev(_trunc_py))
+
+
+@_factory
+def _round_(T, c):
+    if not c.isf:
+        return lambda x, decimals: x
+    big, half, one = c.big, c.half, c.one
+
+    def f(x, decimals):          # numpy's rint: halves to even (Python's round() would go through float64)
+        if not (abs(x) < big):
+            return x
+        r = T(math.floor(x))
+        d = T(x - r)
+        if d > half or (d == half and T(math.floor(T(r * half))) != T(r * half)):
+            r = T(r + one)
+        return T(math.copysign(r, x))
+    return f
+
+
+# ----------------------------------------------------------------------------- sign and classification
+
+@_factory
+def _sign(T, c):
+    zero, one = c.zero, c.one
+
+    def f(x):
+        if x > zero:
+            return one
+        if x < zero:
+            return -one
+        return zero          # 0, -0 and NaN (PyTorch: sign(nan) = 0)
+    return f
+
+
+@_factory
+def _signbit(T, c):
+    if not c.isf:
+        zero = c.zero
+        return lambda x: x < zero
+    one, zero = c.one, c.zero
+    return lambda x: math.copysign(one, x) < zero
+
+
+@_factory
+def _isnan(T, c):
+    return lambda x: x != x
+
+
+@_factory
+def _isinf(T, c):
+    if not c.isf:
+        return lambda x: False
+    inf = c.inf
+    return lambda x: x == inf or x == -inf
+
+
+@_factory
+def _isfinite(T, c):
+    if not c.isf:
+        return lambda x: True
+    inf = c.inf
+    return lambda x: x == x and x != inf and x != -inf
+
+
+# ----------------------------------------------------------------------------- min / max
+
+@_factory
+def _maximum(T, c):
+    return lambda x, y: x if (x > y or x != x) else y       # NaN in either -> NaN
+
+
+@_factory
+def _minimum(T, c):
+    return lambda x, y: x if (x < y or x != x) else y
+
+
+@_factory
+def _fmax(T, c):
+    return lambda x, y: x if (x >= y or y != y) else y      # NaN only if both are
+
+
+@_factory
+def _fmin(T, c):
+    return lambda x, y: x if (x <= y or y != y) else y
+
+
+@_factory
+def _relu(T, c):
+    zero = c.zero
+    return lambda x: x if (x > zero or x != x) else zero
+
+
+@_factory
+def _clamp(T, c):
+    def f(x, lo, hi):
+        if lo is not None:
+            x = x if (x >= lo or x != x) else lo
+        if hi is not None:
+            x = x if (x <= hi or x != x) else hi
+        return x
+    return f
+
+
+# ----------------------------------------------------------------------------- division family
+
+@_factory
+def _fmod(T, c):
+    zero = c.zero
+    if not c.isf:
+        def ifmod(x, y):
+            if y == zero:
+                return zero
+            r = x % y                                  # floor mod -> C's truncated mod
+            if r != zero and (x < zero) != (y < zero):
+                r -= y
+            return T(r)
+        return ifmod
+    nan, inf = c.nan, c.inf
+
+    def f(x, y):
+        if y == zero or x != x or y != y or x == inf or x == -inf:
+            return nan
+        if y == inf or y == -inf:
+            return x
+        return T(math.fmod(x, y))
+    return f
+
+
+@_factory
+def _remainder(T, c):
+    zero = c.zero
+    if not c.isf:
+        def irem(x, y):
+            if y == zero:
+                return zero
+            return T(x % y)
+        return irem
+    fmod = _dev(_fmod(T, c))
+
+    def f(x, y):
+        m = fmod(x, y)
+        if m != m:
+            return m
+        if m != zero:
+            if (y < zero) != (m < zero):
+                m = T(m + y)
+        else:
+            m = T(math.copysign(zero, y))
+        return m
+    return f
+
+
+@_factory
+def _floor_divide(T, c):
+    zero = c.zero
+    if not c.isf:
+        def idiv(x, y):
+            if y == zero:
+                return zero
+            return T(x // y)
+        return idiv
+    one, half, nan, inf, c_big = c.one, c.half, c.nan, c.inf, c.big
+    fmod = _dev(_fmod(T, c))
+
+    def f(x, y):          # numpy's npy_floor_divide
+        if y == zero:
+            if x == zero or x != x:
+                return nan
+            return inf if (x > zero) == (math.copysign(one, y) > zero) else -inf
+        if x != x or y != y:
+            return nan
+        m = fmod(x, y)
+        if m != m:        # x is +-inf
+            return nan
+        d = T((x - m) / y)
+        if m != zero and ((y < zero) != (m < zero)):
+            d = T(d - one)
+        if d != zero:
+            fd = T(math.floor(d)) if abs(d) < c_big else d
+            if T(d - fd) > half:
+                fd = T(fd + one)
+            return fd
+        return T(math.copysign(zero, T(x / y)))
+    return f
+
+
+@_factory
+def _pow_(T, c):
+    one, zero = c.one, c.zero
+    if not c.isf:
+        def ipow(x, y):
+            if y < zero:
+                if x == one:
+                    return one
+                if x == -one:
+                    return one if y % 2 == 0 else -one
+                return zero
+            r = one
+            b = x
+            e = y
+            while e:
+                if e & 1:
+                    r = T(r * b)
+                b = T(b * b)
+                e >>= 1
+            return r
+        return ipow
+    return lambda x, y: T(x ** y)
+
+
+# ----------------------------------------------------------------------------- activations
+
+@_factory
+def _gelu_none(T, c):
+    half, one, k = c.half, c.one, T(1.0 / math.sqrt(2.0))
+    return lambda x: T(half * x * (one + T(math.erf(x * k))))
+
+
+@_factory
+def _gelu_tanh(T, c):
+    half, one, k, a = c.half, c.one, T(math.sqrt(2.0 / math.pi)), T(0.044715)
+    return lambda x: T(half * x * (one + T(math.tanh(k * (x + a * x * x * x)))))
+
+
+@_factory
+def _softplus(T, c):
+    zero, one, hi = c.zero, c.one, c.exp_hi
+
+    def f(x, beta, threshold):
+        bx = T(x * beta)
+        if bx > threshold:
+            return x
+        m = bx if bx > zero else zero
+        e = T(math.exp(-abs(bx))) if bx == bx else bx
+        return T((m + T(math.log1p(e))) / beta)
+    return f
+
+
+NAMES = frozenset(_FACTORIES)
