@@ -70,6 +70,25 @@ def synchronize(device=None):
         _numba_cuda().synchronize()
 
 
+def manual_seed(seed):
+    """Random numbers for cuda tensors are drawn on the host and copied over: one generator for both."""
+    from .random import manual_seed as _seed
+    _seed(seed)
+
+
+manual_seed_all = manual_seed
+
+
+def is_initialized():
+    return STATE.cuda is not None
+
+
+def empty_cache():
+    """Free device memory numba still holds for dropped arrays (its deferred deallocations)."""
+    if STATE.cuda is not None and not simulator():
+        _numba_cuda().current_context().deallocations.clear()
+
+
 def _require():
     """Raise the clear error when there is no GPU (nor the simulator)."""
     if not is_available():
@@ -80,6 +99,11 @@ def _activate():
     """The first cuda tensor exists: from now on `apply` routes ops through the device dispatcher."""
     if STATE.cuda is None:
         from .backends.numba_cuda.eager import dispatch
+        try:        # small tensors launch small grids: that is expected, not worth a warning per op
+            from numba import config
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = False
+        except Exception:
+            pass
         STATE.cuda = dispatch
 
 

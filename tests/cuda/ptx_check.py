@@ -63,7 +63,8 @@ def check(path, cc):
                 spec.loader.exec_module(mod)
             kern = getattr(mod, key[2])
         else:
-            kern = getattr(importlib.import_module(key[0]), key[1])(*key[2:])
+            kern = getattr(importlib.import_module(key[0]), key[1])(*[tuple(x) if isinstance(x, list) else x
+                                                                      for x in key[2:]])
         sig = []
         for t in argtypes:
             if t[0] == "array":

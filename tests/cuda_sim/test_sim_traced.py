@@ -117,3 +117,17 @@ def test_traced_adam_step_with_cpu_step_counter():
     for a, b in zip(run("cuda", True), run("cpu", False)):
         close(a, b, rtol=1e-5, atol=1e-6)
     assert torch.nn.functional.dropout(torch.ones(4).cuda(), 0.5).device.type == "cuda"
+
+
+def test_traced_module_retraces_after_moving_and_rejects_mixed_devices():
+    import pytest
+    model = _mlp()
+    f = torch.trace(lambda x: model(x).sum())
+    x = torch.randn(2, 4)
+    ref = f(x)
+    with pytest.raises(RuntimeError, match="same device"):
+        f(x.cuda())                     # inputs on cuda, parameters still on the CPU
+    model.cuda()
+    close(f(x.cuda()), ref, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="same device"):
+        f(x)                            # parameters on cuda now, input on the CPU

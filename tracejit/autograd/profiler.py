@@ -38,6 +38,8 @@ class profile:
     def run(self, op, arrays, attrs):
         t0 = time.perf_counter()
         try:
+            if STATE.cuda is not None:      # cuda tensors exist: route by device (times kernel launches)
+                return STATE.cuda(op, arrays, attrs)
             return op.impl(*arrays, **attrs)
         finally:
             dt = time.perf_counter() - t0
