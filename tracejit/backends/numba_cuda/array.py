@@ -13,7 +13,9 @@ from sys import getrefcount
 
 import numpy as np
 
-from ..._tensor import DeviceArray
+from ..._tensor import DeviceArray, device as _device
+
+_CUDA0 = _device("cuda", 0)
 
 
 def _contig_strides(shape):
@@ -73,8 +75,7 @@ class CudaArray(DeviceArray):
 
     @property
     def device(self):
-        from ..._tensor import device
-        return device("cuda", 0)
+        return _CUDA0
 
     @property
     def contiguous(self):

@@ -17,7 +17,7 @@ from ...ops.registry import OPS, broadcast_shapes
 from . import array as A
 from .array import CudaArray
 
-MIXED = ("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!")
+MIXED = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
 
 
 def dispatch(op, arrays, attrs):
@@ -32,14 +32,13 @@ def dispatch(op, arrays, attrs):
     impl = IMPLS.get(op.name)
     if impl is not None:
         return impl(*_operands(op, arrays), **attrs)
-    if op.kind == "elementwise" and op.expr is not None and op.name not in _NO_KERNEL:
+    if op.kind == "elementwise" and op.expr is not None:
         return elementwise(op, _operands(op, arrays), attrs)
     raise NotImplementedError(
         f"tracejit: the op '{op.name}' has no CUDA kernel yet. Run it on the CPU: move its inputs with .cpu() "
         f"(and the result back with .cuda()).")
 
 
-_NO_KERNEL = {"round"}       # round(decimals != 0) needs the numpy path; round() is handled in ops.py
 _INDEX_OPS = {"index", "index_put", "index_backward"}
 
 
@@ -52,7 +51,7 @@ def _operands(op, arrays):
                 raise RuntimeError(MIXED)
             if out is None:
                 out = list(arrays)
-            out[j] = A.from_host(a)
+            out[j] = _scalar(a, a.dtype) if not a.ndim else A.from_host(a)
     return arrays if out is None else out
 
 
@@ -87,6 +86,8 @@ def _key(op, arrays, attrs):
     for a in arrays:
         if type(a) is CudaArray:
             parts.append((a.dtype.str, a.ndim, a.size == 1))
+        elif type(a) is float:
+            parts.append((float, a, str(a)))        # str: 0.0 and -0.0 are different constants
         else:
             parts.append((type(a), a))
     try:

@@ -3,13 +3,15 @@
 Compile time (once per signature): the fusion pass (the CPU backend's), one generated `@cuda.jit` kernel per
 fused group (`codegen.py`, loaded through the disk cache), constants uploaded, and a device buffer allocated
 for every value the plan writes (fused outputs, matmul/reduction/softmax results). A call then only launches
-kernels: no host round trip between them, no allocation for intermediates. Values returned to the caller get
+kernels: no host round trip between them, no allocation for intermediates (concurrent calls from threads
+take turns: they share the planned buffers). Values returned to the caller get
 their buffer back on the next call when the caller dropped them (reference count), else a fresh one.
 
 A fused group whose body ends in `sum` epilogues (the CPU backend accumulates those inside its loop) is run
 as its elementwise kernel writing the summands, then the shared-memory reduction kernel. Other nodes run
 their CUDA implementation (`ops.py`); views cost nothing.
 """
+import threading
 from sys import getrefcount
 
 import numpy as np
@@ -53,6 +55,7 @@ class CompiledCudaGraph:
         for s, a in consts:
             self._template[s] = A.from_host(np.asarray(a))
         self._outs = [(True, slot[id(v)]) if isinstance(v, Value) else (False, v) for v in graph.outputs]
+        self._lock = threading.Lock()    # the planned buffers serve one call at a time
 
     # ------------------------------------------------------------------ buffers
     def _buffer(self, v, returned):
@@ -163,6 +166,10 @@ class CompiledCudaGraph:
 
     # ------------------------------------------------------------------ running
     def __call__(self, arrays):
+        with self._lock:
+            return self._call(arrays)
+
+    def _call(self, arrays):
         env = list(self._template)
         for s, a in zip(self._in_slots, arrays):
             env[s] = a if type(a) is CudaArray else A.from_host(np.asarray(a))

@@ -120,6 +120,7 @@ def cat(*xs, dim):
 
 @impl("roll")
 def roll(x, shifts, dims):
+    src = x
     for s, d in zip(shifts, dims):
         n = x.shape[d]
         if n == 0:
@@ -132,7 +133,7 @@ def roll(x, shifts, dims):
         A.copy_into(out[pre + (slice(s, None),)], x[pre + (slice(0, n - s),)])
         A.copy_into(out[pre + (slice(0, s),)], x[pre + (slice(n - s, None),)])
         x = out
-    return x if x.contiguous else x.copy()
+    return x if x is not src else x.copy()      # numpy's roll never aliases its input
 
 
 def _tri(x, k, upper):
