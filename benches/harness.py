@@ -25,7 +25,10 @@ import time
 from dataclasses import asdict, dataclass, field
 
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")   # effective only for libraries not imported yet; pin_threads() does the rest
+    # effective only for libraries not imported yet; pin_threads() does the rest. numba refuses a changed
+    # NUMBA_NUM_THREADS once it has started, so leave it alone when numba is already loaded.
+    if not (_v == "NUMBA_NUM_THREADS" and "numba" in sys.modules):
+        os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
 
