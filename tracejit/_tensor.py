@@ -238,7 +238,7 @@ class Tensor:
         if g is not None:
             if not isinstance(g, Tensor):
                 raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(g).__name__}")
-            if tuple(g.shape) != tuple(self.shape):
+            if g.shape != self.shape:
                 raise RuntimeError(f"assigned grad has data of a different size: {list(g.shape)} vs {list(self.shape)}")
             if g.dtype is not self.dtype:
                 raise RuntimeError(f"assigned grad has data of a different type ({g.dtype} vs {self.dtype})")

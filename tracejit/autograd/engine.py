@@ -5,6 +5,8 @@ this is how a `loss.backward()` inside a traced function becomes part of the sta
 """
 import sys
 
+import numpy as np
+
 from .._state import STATE
 from .._tensor import Tensor
 from .graph import AccumulateGrad, edge_of
@@ -34,7 +36,7 @@ def _topo(roots):
 
 def _fit(g, shape, dtype):
     """Sum a broadcast gradient back to `shape` and cast it to `dtype` (done once, here, for all ops)."""
-    if tuple(g.shape) != shape:
+    if g.shape != shape:
         from ..ops.shape_ops import sum_to
         g = sum_to(g, shape)
     if g.dtype is not dtype:
@@ -44,6 +46,9 @@ def _fit(g, shape, dtype):
 
 def _add(a, b):
     return b if a is None else a + b
+
+
+_creation = None   # tracejit.creation, once _make_grads first needs it
 
 
 def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumulate=True):
@@ -110,8 +115,12 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                     continue
                 if shapes is not None and shapes[i] is not None:
                     g = _fit(g, shapes[i], dtypes[i])
-                nb = buffers.setdefault(id(e[0]), [None] * max(getattr(e[0], "nout", 1), 1))
-                nb[e[1]] = _add(nb[e[1]], g)
+                nb = buffers.get(id(e[0]))
+                if nb is None:
+                    nb = buffers[id(e[0])] = [None] * max(getattr(e[0], "nout", 1), 1)
+                old = nb[e[1]]
+                nb[e[1]] = g if old is None else old + g
+            grads_in = g = old = None   # only the buffers hold gradients now (see _unseen)
             if not retain_graph:
                 node.release()
     finally:
@@ -149,17 +158,26 @@ def _pre_hooks(node, buf, create_graph):
 def _accumulate(t, g, create_graph):
     if g is None:
         return
-    # like PyTorch, the leaf owns its .grad: it may take the array over only if nothing else can see it
-    # (an array owning its memory, referenced by this tensor alone), otherwise it gets a copy
-    a = g._data
-    stealable = a is None or (a.base is None and sys.getrefcount(a) <= 2)
-    if not create_graph:
-        g = g.detach()
+    if not create_graph and g._requires_grad:
+        g = g.detach()      # a gradient tensor the user passed in: the leaf's .grad carries no graph
     old = t.grad
     if old is None:
-        t.grad = g if (create_graph or stealable) else g.clone()
+        t.grad = g if create_graph or _unseen(g) else g.clone()
     else:
         t.grad = old + g
+
+
+def _unseen(g):
+    """Can the leaf take `g` over as its .grad (PyTorch's AccumulateGrad steals a gradient nobody else holds)?
+
+    Yes for a tracer, and for a tensor only the engine holds (references: the engine's buffer slot, our
+    caller's argument, ours, getrefcount's) whose array owns its memory and is held by that tensor alone
+    (references: its slot, our `a`, getrefcount's). A gradient the user passed in, a retained grad, a view
+    or a tensor a hook kept fails one of these and is copied."""
+    a = g._data
+    if a is None:
+        return True
+    return type(a) is np.ndarray and a.base is None and sys.getrefcount(a) <= 3 and sys.getrefcount(g) <= 4
 
 
 def _check_nan(node, grads):
@@ -172,13 +190,15 @@ def _check_nan(node, grads):
 
 
 def _make_grads(outputs, grad_outputs):
-    from ..creation import ones_like
+    global _creation
+    if _creation is None:
+        from .. import creation as _creation   # imports the op registry, which imports autograd: bound late
     out = []
     for t, g in zip(outputs, grad_outputs):
         if g is None:
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            g = ones_like(t)
+            g = _creation.ones_like(t)
         elif not isinstance(g, Tensor):
             from ..creation import tensor
             g = tensor(g, dtype=t.dtype)

@@ -188,7 +188,10 @@ def record(op, args, outs, attrs):
     edges, shapes, dtypes = [], [], []
     for a in args:
         if isinstance(a, Tensor):
-            edges.append(edge_of(a))
+            if not a._requires_grad:
+                edges.append(None)
+            else:       # edge_of(a), inline: this runs for every input of every recorded op
+                edges.append((a.grad_fn, a._output_nr) if a.grad_fn is not None else (accumulate_node(a), 0))
             shapes.append(a._data.shape if a._data is not None else tuple(a._value.shape))
             dtypes.append(a.dtype)
         else:

@@ -173,6 +173,9 @@ def _pos(x):
     return x.copy()  # a new tensor must not alias its input (no shared version counter)
 
 
+_ZERO = {d.np: d.np.type(0) for d in D.ALL}   # a zero of each dtype (x.dtype.type(0) costs ~0.2 us per call)
+
+
 UNARY = [
     # name, numpy fn, vjp, scalar expr, dtype rule, saves
     ("neg", np.negative, _g(lambda c, g: -g), "(-{0})", "same", ""),
@@ -199,7 +202,7 @@ UNARY = [
     ("cosh", np.cosh, _g(lambda c, g: g * sinh(_x(c))), "cosh({0})", "float", "i"),
     ("tanh", np.tanh, _g(lambda c, g: g * (1 - c.out * c.out)), "tanh({0})", "float", "o"),
     ("sigmoid", _sigmoid_np, _g(lambda c, g: g * c.out * (1 - c.out)), "sigmoid({0})", "float", "o"),
-    ("relu", lambda x: np.maximum(x, x.dtype.type(0)), _g(lambda c, g: g * (c.out > 0)), "relu({0})", "same", "o"),
+    ("relu", lambda x: np.maximum(x, _ZERO[x.dtype]), _g(lambda c, g: g * (c.out > 0)), "relu({0})", "same", "o"),
     ("erf", _erf_np, _g(lambda c, g: g * (2 / math.sqrt(math.pi)) * exp(-_x(c) * _x(c))), "erf({0})", "float",
      "i"),
     ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
