@@ -62,7 +62,7 @@ def _expand_back(g, c):
     """Broadcast a reduced gradient back to the input's shape."""
     shape = c.shapes[0]
     dims, keepdim = c.attrs["dims"], c.attrs["keepdim"]
-    if not keepdim:
+    if not keepdim and len(dims) < len(shape):     # a full reduction's 0-d gradient broadcasts as it is
         g = reshape(g, _reduced_shape(shape, dims, True))
     return expand(g, shape)
 
