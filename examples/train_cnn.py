@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tracejit as torch  # noqa: E402
 from tracejit import nn  # noqa: E402
 from tracejit.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
-from _common import fit  # noqa: E402
+from _common import run_modes  # noqa: E402
 
 SHAPES = ["hbar", "vbar", "diag", "anti", "plus", "x", "box", "filled", "ring", "corner"]
 
@@ -86,6 +86,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mode", choices=["eager", "traced", "both"], default="both",
+                    help="train eagerly, with the whole step traced (@tracejit.trace), or both side by side")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -99,11 +101,13 @@ def main():
     print(f"data: {name}, {len(train_set)} train / {len(test_set)} test images of {X.shape[2]}x{X.shape[3]}, "
           f"{int(Y.max()) + 1} classes")
 
-    model = SmallCNN(X.shape[2], int(Y.max()) + 1)
-    print(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=max(args.epochs // 2, 1), gamma=0.3)
-    fit(model, optimizer, nn.CrossEntropyLoss(), train_loader, test_loader, args.epochs, scheduler)
+    def build():
+        model = SmallCNN(X.shape[2], int(Y.max()) + 1)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+        scheduler = None  # a scheduler's new LR would retrace the traced step each epoch (see README)
+        return model, optimizer, nn.CrossEntropyLoss(), scheduler
+
+    run_modes(args.mode, args.seed, build, train_loader, test_loader, args.epochs)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tracejit as torch  # noqa: E402
 from tracejit import nn  # noqa: E402
 from tracejit.utils.data import DataLoader, TensorDataset, random_split  # noqa: E402
-from _common import fit  # noqa: E402
+from _common import run_modes  # noqa: E402
 
 
 def spirals(n_per_class=600, classes=5, noise=0.15, seed=0):
@@ -53,6 +53,8 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mode", choices=["eager", "traced", "both"], default="both",
+                    help="train eagerly, with the whole step traced (@tracejit.trace), or both side by side")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -67,15 +69,17 @@ def main():
     print(f"data: {name}, {len(train_set)} train / {len(test_set)} test samples, {X.shape[1]} features, "
           f"{classes} classes")
 
-    model = nn.Sequential(
-        nn.Linear(X.shape[1], args.hidden), nn.ReLU(),
-        nn.Linear(args.hidden, args.hidden), nn.ReLU(), nn.Dropout(0.1),
-        nn.Linear(args.hidden, classes),
-    )
-    print(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
-    fit(model, optimizer, nn.CrossEntropyLoss(), train_loader, test_loader, args.epochs, scheduler)
+    def build():
+        model = nn.Sequential(
+            nn.Linear(X.shape[1], args.hidden), nn.ReLU(),
+            nn.Linear(args.hidden, args.hidden), nn.ReLU(), nn.Dropout(0.1),
+            nn.Linear(args.hidden, classes),
+        )
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        scheduler = None  # a scheduler's new LR would retrace the traced step each epoch (see README)
+        return model, optimizer, nn.CrossEntropyLoss(), scheduler
+
+    run_modes(args.mode, args.seed, build, train_loader, test_loader, args.epochs)
 
 
 if __name__ == "__main__":

@@ -188,3 +188,14 @@ def test_explain_command_from_the_example_docstring(tmp_path):
     out = _run("-m", "tracejit", "explain", "examples.read_ir_and_kernels:gelu_mlp", "--inputs",
                "f32[16,8] f32[8,8] f32[8]", "--html", str(tmp_path / "e.html"))
     assert "fused_0" in out and (tmp_path / "e.html").exists()
+
+
+def test_train_mlp_example_eager_and_traced_agree():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "examples/train_mlp.py", "--epochs", "2"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith("max |loss difference|"))
+    assert float(line.split()[3].rstrip(";")) < 1e-4, line
+    assert "speedup" in r.stdout

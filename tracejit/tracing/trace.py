@@ -23,6 +23,7 @@ from .errors import TraceError
 from .tracer import TraceContext
 
 log = logging.getLogger("tracejit")
+PER_SIGNATURE = 4   # compiled programs kept per argument signature (they differ in guarded reads)
 
 
 # ----------------------------------------------------------------------------- pytrees of arguments
@@ -249,6 +250,11 @@ class TracedFunction:
         return "number of arguments changed"
 
     def _compile(self, args, kwargs, key, leaves):
+        same = self.cache.get(key)
+        if same and len(same) >= PER_SIGNATURE:
+            # guards on what the function reads (a scheduler's learning rate, .grad presence, train/eval)
+            # failed again for this signature: drop its oldest program rather than grow without bound
+            same.pop(0)
         n_entries = sum(len(v) for v in self.cache.values())
         if n_entries >= self.max_cache_size:
             raise TraceError(f"{self.__name__}: {n_entries} compiled signatures reached the cache limit "
