@@ -63,6 +63,25 @@ def systems(n):
     return out, notes
 
 
+def run(quick=False):
+    """For `tracejit bench`: the chain at several sizes through the shared harness (checked, then timed)."""
+    import harness as H
+    H.pin_threads()
+    out = []
+    sizes = [1 << 10, 1 << 20] if quick else [1 << 10, 1 << 16, 1 << 20, 1 << 22, 1 << 24]
+    for n in sizes:
+        fns, notes = systems(n)
+        if quick:
+            fns.pop("torch.compile", None)
+        H.check_same({k: f() for k, f in fns.items()}, rtol=1e-5, atol=1e-5, label=f"fused_chain n={n}")
+        out += H.compare(fns, "fused_chain", "tanh(x*w+b)*sigmoid(x)+0.5*x*x", f"{n}",
+                         baseline="tracejit eager", repeat=5 if quick else 15, min_sample=0.01 if quick else 0.05,
+                         work={"bytes": 4 * 4 * n}, roof_loop=None)
+        for line in notes:
+            out.append(H.Result("fused_chain", "-", line, f"{n}", None, note=line))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4M,16M")
