@@ -40,8 +40,8 @@ K = 40  # matmul inner/outer width: [n/K, K] @ [K, K]
 
 
 # ----------------------------------------------------------------------------- workloads
-# Each builder gets (namespace-ish adapter, arrays) and returns a zero-argument callable whose result is
-# a numpy-comparable value (or a tuple of them). Inputs are created once, outside the timed call.
+# workloads() gives each system the same inputs (made once, outside the timed calls) and returns zero-argument
+# callables; what they return (arrays, tensors or tuples of them) is compared by harness.check_same.
 
 def _inputs(n, seed=0):
     rng = np.random.default_rng(seed)

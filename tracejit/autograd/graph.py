@@ -1,11 +1,8 @@
 """The dynamic graph: one Node per recorded op (PyTorch's grad_fn), built while the code runs."""
-import itertools
 import weakref
 
 from .._state import STATE
 from .._tensor import Tensor
-
-_seq = itertools.count()
 
 FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
              "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -37,11 +34,10 @@ class Node:
     _tensor_hooks = None    # output_nr -> {key: hook} (Tensor.register_hook on non-leaves)
     _retained = None        # output_nr -> weakref(tensor) (retain_grad)
     _trace = None           # forward stack, recorded in anomaly mode
+    next_functions = ()
 
     def __init__(self):
-        self.next_functions = ()
         self.metadata = {}
-        self._seq = next(_seq)
 
     def name(self):
         return type(self).__name__
@@ -83,9 +79,7 @@ class OpNode(Node):
     dtypes = ()
 
     def __init__(self, op, attrs):
-        self.next_functions = ()
         self.metadata = {}
-        self._seq = next(_seq)
         self.op = op
         self.attrs = attrs
         self.nout = op.nout
