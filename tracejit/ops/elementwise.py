@@ -4,6 +4,7 @@ Scalar expressions are Python expressions over `{0}`, `{1}`... (inputs) and `{na
 names they call (exp, log, tanh, sigmoid, erf, maximum, ...) are the math runtime of the code generator.
 """
 import math
+import types
 
 import numpy as np
 
@@ -76,7 +77,9 @@ def _uncast_dtype(args):
 
 def _eager(np_fn, rule):
     if rule == "same":
-        def impl(x, **attrs):
+        if isinstance(np_fn, types.FunctionType):
+            return np_fn        # already takes (x, **attrs)
+        def impl(x, **attrs):   # a ufunc: a stray second argument must not become its `out`
             return np_fn(x, **attrs)
         return impl
     fast = rule in ("promote", "float", "bool")   # rules whose result `_uncast_dtype` can stand in for
