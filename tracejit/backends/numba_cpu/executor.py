@@ -64,7 +64,7 @@ class CompiledGraph:
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath)
         mod = _cache.load_module(ks.source, "kernel")
-        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok else mod.kernel
+        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n) else mod.kernel
         name = n.op.name
         self.kernels.append((name, ks, disp))
         in_slots = [slot[id(v)] for v in n.inputs]
@@ -181,6 +181,17 @@ def _impl_step(n, slot):
     return step
 
 
+_RAISING = frozenset(("floor_divide", "remainder", "fmod"))
+
+
+def _may_raise(n):
+    """A fused node with an integer division: its kernel raises on a zero divisor, which numba's parallel
+    loops swallow silently, so it runs serially (integer division does not vectorize anyway)."""
+    body = n.attrs.get("body")
+    return body is not None and any(b.op.name in _RAISING and b.outputs[0].dtype.np.kind in "iub"
+                                    for b in body.nodes)
+
+
 def _warm(name, disp, n, ks):
     """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
     args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(1, o.dtype.np) for o in n.outputs]
@@ -205,6 +216,9 @@ def compile_stats():
 
 
 def _kernel_error(name, e):
+    if isinstance(e, ZeroDivisionError):
+        # an integer division or modulo by zero inside a kernel (rt.py raises it): PyTorch's error and eager's
+        return RuntimeError("ZeroDivisionError")
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return _cache.KernelCompileError(
         f"tracejit: the numba kernel {name} failed ({type(e).__name__}: {first}). This is a tracejit bug; "

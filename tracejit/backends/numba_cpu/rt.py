@@ -32,7 +32,7 @@ minimum = vmath.vminimum
 exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
 sin, cos, tan, asin, acos, atan = np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan
 sinh, cosh, atan2 = np.sinh, np.cosh, np.arctan2
-floor, ceil, trunc, sign, signbit = np.floor, np.ceil, np.trunc, np.sign, np.signbit
+floor, ceil, trunc, signbit = np.floor, np.ceil, np.trunc, np.signbit
 isnan, isinf, isfinite = np.isnan, np.isinf, np.isfinite
 fmax, fmin = np.fmax, np.fmin
 
@@ -47,6 +47,14 @@ __all__ = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", 
 
 # Python stubs; numba uses the overloads below
 def relu(x):
+    raise NotImplementedError
+
+
+def sign(x):
+    raise NotImplementedError
+
+
+def _zero_division():
     raise NotImplementedError
 
 
@@ -69,11 +77,9 @@ def fmod(x, y):
 @overload(fmod, jit_options=_OPTS)
 def _fmod(x, y):
     if isinstance(x, types.Integer):
-        T = x
-
         def ifmod(x, y):          # C semantics: the sign of the dividend (numba's np.fmod gets ints wrong)
             if y == 0:
-                return T(0)
+                _zero_division()
             r = abs(x) % abs(y)
             return -r if x < 0 else r
         return ifmod
@@ -98,6 +104,26 @@ def softplus(x, beta, threshold):
 
 def clamp(x, lo, hi):
     raise NotImplementedError
+
+
+@overload(sign, jit_options=_OPTS)
+def _sign(x):
+    T = x
+
+    def impl(x):
+        # PyTorch: sign(nan) = 0 and sign(-0.0) = +0 (np.sign gives nan and -0.0); branch-free, so the loop
+        # around it still vectorizes (numba's np.sign does not)
+        return T(x > T(0)) - T(x < T(0))
+    return impl
+
+
+@overload(_zero_division, jit_options=dict(error_model="numpy"))
+def _ovl_zero_division():
+    # integer division by zero raises, as in PyTorch and tracejit's eager ops (numpy and error_model='numpy'
+    # quietly give 0); the executor turns this into PyTorch's RuntimeError("ZeroDivisionError")
+    def impl():
+        raise ZeroDivisionError("integer division or modulo by zero")
+    return impl
 
 
 @overload(relu, jit_options=_OPTS)
@@ -137,11 +163,9 @@ def _pow(x, y):
 @overload(remainder, jit_options=_OPTS)
 def _remainder(x, y):
     if isinstance(x, types.Integer):
-        T = x
-
         def irem(x, y):
             if y == 0:
-                return T(0)
+                _zero_division()
             r = x % y
             return r
         return irem
@@ -154,11 +178,9 @@ def _remainder(x, y):
 @overload(floor_divide, jit_options=_OPTS)
 def _floor_divide(x, y):
     if isinstance(x, types.Integer):
-        T = x
-
         def idiv(x, y):
             if y == 0:
-                return T(0)
+                _zero_division()
             return x // y
         return idiv
 
