@@ -87,14 +87,32 @@ def columns(x, kh, kw, stride, padding, dilation, OH, OW):
     return cols
 
 
-def conv2d_forward(x, w, stride, padding, dilation, groups):
+@numba.njit(cache=True)
+def nchw_bias(prod, bias, out):
+    """out[n, o] = prod[o, n] + bias[o]: the product's (O, N, OH*OW) layout to (N, O, OH*OW), adding the
+    bias on the way (one pass instead of a transposing copy and a broadcast add)."""
+    O, N, L = prod.shape
+    for n in range(N):
+        for o in range(O):
+            b = bias[o]
+            src = prod[o, n]
+            dst = out[n, o]
+            for k in range(L):
+                dst[k] = src[k] + b
+
+
+def conv2d_forward(x, w, stride, padding, dilation, groups, bias=None):
     N, C, H, W = x.shape
     O, Cg, kh, kw = w.shape
     OH = conv_out_size(H, kh, stride[0], padding[0], dilation[0])
     OW = conv_out_size(W, kw, stride[1], padding[1], dilation[1])
     cols = columns(x, kh, kw, stride, padding, dilation, OH, OW).reshape(groups, Cg * kh * kw, N * OH * OW)
-    out = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)          # (g, Og, N*OH*OW)
-    return np.ascontiguousarray(out.reshape(O, N, OH, OW).transpose(1, 0, 2, 3))
+    prod = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)         # (g, Og, N*OH*OW)
+    if bias is None:
+        return np.ascontiguousarray(prod.reshape(O, N, OH, OW).transpose(1, 0, 2, 3))
+    out = np.empty((N, O, OH, OW), prod.dtype)
+    nchw_bias(prod.reshape(O, N, OH * OW), bias.astype(prod.dtype, copy=False), out.reshape(N, O, OH * OW))
+    return out
 
 
 def _grouped_grad(g, groups):

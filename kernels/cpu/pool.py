@@ -37,6 +37,35 @@ def max_pool2d(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
 
 
 @numba.njit(cache=True)
+def max_pool2d_2x2(x, out, idx):
+    """max_pool2d's most common form (2x2 windows, stride 2, no padding or dilation, no partial windows)
+    unrolled: the general kernel's loops over runtime window sizes cost several times more."""
+    W = x.shape[3]
+    N, C, OH, OW = out.shape
+    for n in range(N):
+        for c in range(C):
+            for oh in range(OH):
+                r0 = x[n, c, 2 * oh]
+                r1 = x[n, c, 2 * oh + 1]
+                k0 = 2 * oh * W
+                for ow in range(OW):
+                    w = 2 * ow
+                    # the general kernel's rule, in the same order: NaN wins, ties keep the first position
+                    best, bi = r0[w], k0 + w
+                    v = r0[w + 1]
+                    if v > best or v != v:
+                        best, bi = v, k0 + w + 1
+                    v = r1[w]
+                    if v > best or v != v:
+                        best, bi = v, k0 + W + w
+                    v = r1[w + 1]
+                    if v > best or v != v:
+                        best, bi = v, k0 + W + w + 1
+                    out[n, c, oh, ow] = best
+                    idx[n, c, oh, ow] = bi
+
+
+@numba.njit(cache=True)
 def max_pool2d_backward(g, idx, out):
     """out[n, c].flat[idx[n, c, oh, ow]] += g[n, c, oh, ow] (out is (N, C, H*W), zeroed here)."""
     N, C, OH, OW = g.shape

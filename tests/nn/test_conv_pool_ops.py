@@ -59,6 +59,85 @@ def test_adaptive_avg_pool2d_gradcheck(size):
     assert gradgradcheck(lambda a: F.adaptive_avg_pool2d(a, size), (x,))
 
 
+@pytest.mark.parametrize("case", CONV_CASES[:2])
+def test_conv2d_bias_gradcheck(case):
+    # the bias is an input of the conv2d op (added as the kernel lays out its output)
+    N, Ci, H, W, O, k, s, p, d, g = case
+    k2 = (k, k) if isinstance(k, int) else k
+    x = tj.tensor(_rand(N, Ci, H, W), requires_grad=True)
+    w = tj.tensor(_rand(O, Ci // g, *k2), requires_grad=True)
+    b = tj.tensor(_rand(O), requires_grad=True)
+    fn = lambda a, c, e: C.conv2d(a, c, s, p, d, g, bias=e)  # noqa: E731
+    assert gradcheck(fn, (x, w, b))
+    assert gradgradcheck(fn, (x, w, b))
+
+
+def test_conv2d_bias_errors():
+    x = tj.randn(1, 3, 5, 5)
+    with pytest.raises(RuntimeError, match="expected bias to be 1-dimensional with 2 elements"):
+        F.conv2d(x, tj.randn(2, 3, 3, 3), tj.randn(3))
+    with pytest.raises(RuntimeError, match="bias type"):
+        F.conv2d(x, tj.randn(2, 3, 3, 3), tj.randn(2, dtype=tj.float64))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 6), (1, 2, 7, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
+    from kernels.cpu.pool import max_pool2d, max_pool2d_2x2
+    x = np.random.standard_normal(shape).astype(dtype)
+    x.flat[::7] = np.nan            # NaN wins (the last one in a window)
+    x.flat[3::11] = -np.inf
+    x.flat[5::13] = 1.0             # ties keep the first position
+    x.flat[6::13] = 1.0
+    N, Ch, H, W = shape
+    out = [np.empty((N, Ch, H // 2, W // 2), dtype) for _ in range(2)]
+    idx = [np.empty((N, Ch, H // 2, W // 2), np.int64) for _ in range(2)]
+    max_pool2d(x, 2, 2, 2, 2, 0, 0, 1, 1, out[0], idx[0])
+    max_pool2d_2x2(x, out[1], idx[1])
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(idx[0], idx[1])
+    y, i = F.max_pool2d(tj.tensor(x), 2, return_indices=True)
+    np.testing.assert_array_equal(y.numpy(), out[0])
+    np.testing.assert_array_equal(i.numpy(), idx[0])
+
+
+class _SmallCNN(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        nn = tj.nn
+        self.body = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(4, 6, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                                  nn.Linear(6 * 2 * 2, 3))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def test_traced_cnn_training_matches_eager():
+    # a whole training step (forward, backward through conv/bias/pool, optimizer) traced vs eager
+    rng = np.random.default_rng(0)
+    xs = [tj.tensor(rng.standard_normal((5, 1, 8, 8))) for _ in range(3)]
+    ys = [tj.tensor(rng.integers(0, 3, 5)) for _ in range(3)]
+    results = []
+    for traced in (False, True):
+        tj.manual_seed(0)
+        model = _SmallCNN().double()
+        opt = tj.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = tj.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        run = tj.trace(step) if traced else step
+        losses = [float(run(x, y)) for x, y in zip(xs, ys)]
+        results.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-10)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------------------------ against PyTorch (float32)
 
 torch = pytest.importorskip("torch")

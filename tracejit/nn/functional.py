@@ -284,9 +284,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             x, padding = _same_padding(x, tuple(weight.shape[2:]), dilation, stride, "conv2d")
         else:
             raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
-    out = _C.conv2d(x, weight, stride, padding, dilation, groups)
-    if bias is not None:
-        out = out + S.reshape(bias, (1, -1, 1, 1))
+    out = _C.conv2d(x, weight, stride, padding, dilation, groups, bias)
     return S.squeeze(out, 0) if unbatched else out
 
 

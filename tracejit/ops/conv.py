@@ -35,7 +35,7 @@ def _check_float(x, what):
 
 # ----------------------------------------------------------------------------- convolution
 
-def _conv_meta(x, w, stride, padding, dilation, groups):
+def _conv_meta(x, w, b=None, *, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv_out_size
     if x.ndim != 4 or w.ndim != 4:
         raise RuntimeError(f"conv2d: expected 4-D input and weight, got input of shape {list(x.shape)} and "
@@ -57,6 +57,12 @@ def _conv_meta(x, w, stride, padding, dilation, groups):
         raise RuntimeError(f"Calculated padded input size per channel: ({H + 2 * padding[0]} x {W + 2 * padding[1]}). "
                            f"Kernel size: ({dilation[0] * (kh - 1) + 1} x {dilation[1] * (kw - 1) + 1}). "
                            f"Kernel size can't be greater than actual input size")
+    if b is not None:
+        if b.ndim != 1 or b.shape[0] != O:
+            raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be 1-dimensional with {O} "
+                               f"elements, but got bias of size {list(b.shape)} instead")
+        if b.dtype is not x.dtype:
+            raise RuntimeError(f"Input type ({x.dtype.name}) and bias type ({b.dtype.name}) should be the same")
     return AVal((N, O, OH, OW), x.dtype)
 
 
@@ -64,11 +70,14 @@ def _av(a):
     return AVal(a.shape, D._FROM_NP[a.dtype])
 
 
-def _conv_impl(x, w, stride, padding, dilation, groups):
+def _conv_impl(x, w, b=None, *, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv2d_forward
-    _conv_meta(_av(x), _av(w), stride, padding, dilation, groups)   # eager runs impl only: check shapes here
+    # eager runs impl only: check shapes here
+    _conv_meta(_av(x), _av(w), None if b is None else _av(b), stride=stride, padding=padding, dilation=dilation,
+               groups=groups)
     dt = x.dtype
-    out = conv2d_forward(_float_kernel_dtype(x), _float_kernel_dtype(w), stride, padding, dilation, groups)
+    out = conv2d_forward(_float_kernel_dtype(x), _float_kernel_dtype(w), stride, padding, dilation, groups,
+                         None if b is None else _float_kernel_dtype(b))
     return out.astype(dt, copy=False)
 
 
@@ -78,13 +87,16 @@ def _geom(c):
 
 
 def _conv_vjp(c, g):
-    x, w = c.inputs
+    x, w = c.inputs[:2]
     gx = gw = None
     if c.next_functions[0] is not None:
         gx = apply(OPS["conv2d_backward_input"], g, w, input_shape=tuple(x.shape), **_geom(c))
     if c.next_functions[1] is not None:
         gw = apply(OPS["conv2d_backward_weight"], x, g, weight_shape=tuple(w.shape), **_geom(c))
-    return gx, gw
+    if len(c.inputs) == 2:
+        return gx, gw
+    gb = apply(OPS["sum"], g, dims=(0, 2, 3), keepdim=False) if c.next_functions[2] is not None else None
+    return gx, gw, gb
 
 
 def _bwd_input_impl(g, w, input_shape, stride, padding, dilation, groups):
@@ -130,8 +142,9 @@ defop("conv2d_backward_weight", _bwd_weight_impl,
       lambda x, g, weight_shape, **k: AVal(weight_shape, x.dtype), _bwd_weight_vjp, kind="other", saves="i")
 
 
-def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1):
-    """The bias-free primitive; nn.functional.conv2d adds the bias and handles padding='same'."""
+def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1, bias=None):
+    """The primitive (the bias is added inside the kernel, as the output is laid out; nn.functional.conv2d
+    handles padding='same')."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     if min(stride) <= 0:
         raise RuntimeError("non-positive stride is not supported")
@@ -141,7 +154,8 @@ def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1):
         raise RuntimeError("dilation should be greater than zero")
     if int(groups) <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    return apply(OPS["conv2d"], input, weight, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+    args = (input, weight) if bias is None else (input, weight, bias)
+    return apply(OPS["conv2d"], *args, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
 
 
 # ----------------------------------------------------------------------------- max pooling
@@ -169,13 +183,17 @@ def _max_meta(x, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _max_impl(x, kernel, stride, padding, dilation, ceil_mode):
-    from kernels.cpu.pool import max_pool2d
+    from kernels.cpu.pool import max_pool2d, max_pool2d_2x2
     shape = _max_meta(_av(x), kernel, stride, padding, dilation, ceil_mode)[0].shape
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(shape, xx.dtype)
     idx = np.empty(shape, np.int64)
-    max_pool2d(xx, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
-               out, idx)
+    if kernel == stride == (2, 2) and padding == (0, 0) and dilation == (1, 1) and 2 * shape[2] <= xx.shape[2] \
+            and 2 * shape[3] <= xx.shape[3]:
+        max_pool2d_2x2(xx, out, idx)
+    else:
+        max_pool2d(xx, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0],
+                   dilation[1], out, idx)
     return out.astype(x.dtype, copy=False), idx
 
 
