@@ -33,6 +33,21 @@ class CompiledGraph:
         for n in graph.nodes:
             for o in n.outputs:
                 slot_of(o)
+        # kernels read constants through their own C-contiguous, writable copies: numba's dispatcher types a
+        # read-only or strided array (a broadcast constant: autodiff's ones for sum's backward) in Python, tens
+        # of microseconds per call, and its loop does not vectorize. Big ones stay as they are (memory).
+        kslot = slot
+        for v, a in graph.consts.items():
+            if isinstance(a, np.ndarray) and a.size <= _CONST_COPY_MAX and a.ndim and \
+                    not (a.flags.c_contiguous and a.flags.writeable) and \
+                    any(n.op.kind == "fused" and any(i is v for i in n.inputs) for n in graph.nodes):
+                if kslot is slot:
+                    kslot = dict(slot)
+                kslot[id(v)] = slot[("kernel copy", id(v))] = len(slot)
+                template_items.append((kslot[id(v)], np.array(a, order="C")))
+        if kslot is not slot:
+            for k in slot:                   # same keys, so len(kslot) == len(slot) (buffers come after)
+                kslot.setdefault(k, slot[k])
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
@@ -42,7 +57,7 @@ class CompiledGraph:
         steps = []
         for n in graph.nodes:
             if n.op.kind == "fused":
-                steps.append(self._fused_step(n, slot, returned, fastmath))
+                steps.append(self._fused_step(n, kslot, returned, fastmath))
             else:
                 steps.append(_impl_step(n, slot))
         self._steps = steps
@@ -181,6 +196,7 @@ def _impl_step(n, slot):
     return step
 
 
+_CONST_COPY_MAX = 1 << 16     # elements
 _RAISING = frozenset(("floor_divide", "remainder", "fmod"))
 
 
