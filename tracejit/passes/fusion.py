@@ -10,6 +10,8 @@ fused node (multi-output fusion).
 The fused node's op is made on the fly (not registered): kind "fused", `impl` runs the body with the
 reference interpreter, so a fused graph still runs on the interpreter backend.
 """
+import numpy as np
+
 from ..ir.graph import Graph, Node, Value
 from ..ops.registry import AVal, Op
 from .rewrite import Rewriter
@@ -47,11 +49,11 @@ class FusedBody(Graph):
 def _make_op(k, body, nout):
     from ..backends.interpreter import run
 
-    def impl(*arrays, body=body):
+    def impl(*arrays, body=body, rows=None):
         res = run(body, list(arrays))
         return res[0] if nout == 1 else tuple(res)
 
-    def meta(*inputs, body=body):
+    def meta(*inputs, body=body, rows=None):
         avals = tuple(AVal(o.shape, o.dtype) for o in body.outputs)
         return avals[0] if nout == 1 else avals
 
@@ -67,8 +69,59 @@ def can_reduce(node):
     return node.inputs[0].dtype.is_floating_point and node.outputs[0].dtype.is_floating_point
 
 
-def find_groups(g, can_fuse=default_can_fuse):
-    """Lists of node indices, one per group (each list in graph order)."""
+# reductions a row kernel computes (over the trailing dims of a float input), and the attributes each may carry
+ROW_REDUCTIONS = {"sum": {"dims", "keepdim", "dtype"}, "mean": {"dims", "keepdim", "dtype"},
+                  "amax": {"dims", "keepdim"}, "amin": {"dims", "keepdim"},
+                  "var": {"dims", "keepdim", "correction"}, "logsumexp": {"dims", "keepdim"},
+                  "softmax": {"dim"}, "log_softmax": {"dim"}}
+
+
+def row_domain(node):
+    """(outer shape, inner shape) of a reduction over the trailing dims of a float32/64 input, else None.
+
+    A row kernel loops over the rows (the outer dims, in parallel) and, inside a row, over the inner dims
+    once per dependent reduction level; elementwise work before and after the reduction joins it."""
+    op = node.op
+    if op.name not in ROW_REDUCTIONS or not set(node.attrs) <= ROW_REDUCTIONS[op.name]:
+        return None
+    x = node.inputs[0] if node.inputs else None
+    if not isinstance(x, Value) or x.ndim == 0 or x.dtype.np.name not in ("float32", "float64"):
+        return None
+    if node.attrs.get("dtype") is not None or node.outputs[0].dtype.np != x.dtype.np:
+        return None
+    dims = (node.attrs["dim"],) if "dim" in node.attrs else tuple(node.attrs["dims"])
+    k = len(dims)
+    if dims != tuple(range(x.ndim - k, x.ndim)):
+        return None
+    outer, inner = tuple(x.shape[:x.ndim - k]), tuple(x.shape[x.ndim - k:])
+    if int(np.prod(inner)) < 2 or int(np.prod(outer)) < 1:
+        return None
+    return outer, inner
+
+
+def row_class(shape, dom):
+    """How a value of `shape` is indexed in the row kernel of domain `dom` (numpy broadcasting, right-aligned):
+    "full" (every element), "scalar" (one element), "row" (one per row), "inner" (one per inner position)."""
+    outer, inner = dom
+    full = outer + inner
+    shape = tuple(shape)
+    if shape == full:
+        return "full"
+    if len(shape) > len(full):
+        return None
+    ps = (1,) * (len(full) - len(shape)) + shape
+    if all(d == 1 for d in ps):
+        return "scalar"
+    if ps[:len(outer)] == outer and all(d == 1 for d in ps[len(outer):]):
+        return "row"
+    if ps[len(outer):] == inner and all(d == 1 for d in ps[:len(outer)]):
+        return "inner"
+    return None
+
+
+def find_groups(g, can_fuse=default_can_fuse, rows=False):
+    """Lists of node indices, one per group (each list in graph order), and the row domain of each group
+    (None for an elementwise group). With `rows`, row groups (see `row_domain`) are formed first."""
     nodes = g.nodes
     n = len(nodes)
     prod = {}
@@ -109,6 +162,58 @@ def find_groups(g, can_fuse=default_can_fuse):
                         stack.append(s)
         return True
 
+    domains = {}                 # group id -> row domain, for row groups (ids from n on)
+
+    def row_ok(j, dom, gid):
+        nd = nodes[j]
+        d = row_domain(nd)
+        if d is None and not (fus[j] and row_class(nd.outputs[0].shape, dom) in ("full", "row")):
+            return False
+        if d is not None and d != dom:
+            return False
+        for v in nd.inputs:
+            if isinstance(v, Value) and row_class(v.shape, dom) is None:
+                return False
+        # a value made in the group is a per-element or a per-row variable there: it must be read as such
+        one_row = int(np.prod(dom[0])) == 1
+        for v, p, c in [(v, prod.get(id(v)), j) for v in nd.inputs if isinstance(v, Value)] + \
+                [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
+            if p is None or (group_of[p] != gid and p != j) or (group_of[c] != gid and c != j):
+                continue
+            per_row = (nodes[p].op.name not in ("softmax", "log_softmax") if row_domain(nodes[p])
+                       else row_class(nodes[p].outputs[0].shape, dom) != "full")
+            cls = row_class(v.shape, dom)
+            if cls != ("row" if per_row else "full") and not (per_row and one_row and cls == "scalar"):
+                return False
+        return True
+
+    if rows:
+        for i, nd in enumerate(nodes):
+            dom = row_domain(nd)
+            if dom is None or group_of[i] >= 0:
+                continue
+            gid = n + len(domains)
+            S = {i}
+            members[gid], group_of[i], domains[gid] = S, gid, dom
+            grown = True
+            while grown:
+                grown = False
+                near = set()
+                for m in S:
+                    near.update(prod[id(v)] for v in nodes[m].inputs if isinstance(v, Value) and id(v) in prod)
+                    near.update(c for o in nodes[m].outputs for c in consumers.get(id(o), ()))
+                for j in sorted(near - S):
+                    if group_of[j] < 0 and row_ok(j, dom, gid) and convex(S | {j}, n):
+                        S.add(j)
+                        group_of[j] = gid
+                        grown = True
+        for gid in domains:
+            for m in members[gid]:
+                fus[m] = False
+    # a path that leaves a group can come back only through smaller indices, i.e. through a row group
+    # (contracted): past the last row-group node, no path returns
+    last_row = max([m + 1 for gid in domains for m in members[gid]] + [0])
+
     for i, nd in enumerate(nodes):
         if not fus[i]:
             continue
@@ -129,7 +234,7 @@ def find_groups(g, can_fuse=default_can_fuse):
             if gid in merged:
                 continue
             trial = cur | members[gid]
-            if convex(trial, i + 1):
+            if convex(trial, max(i + 1, last_row)):
                 cur = trial
                 merged.append(gid)
         gid = i
@@ -140,7 +245,7 @@ def find_groups(g, can_fuse=default_can_fuse):
             group_of[m] = gid
     # reduction epilogues: a float `sum` whose input is made in a group and read nowhere else joins it
     outputs = set(id(v) for v in g.outputs if isinstance(v, Value))
-    for gid in list(members):
+    for gid in [k for k in members if k not in domains]:
         for m in sorted(members[gid]):
             o = nodes[m].outputs[0]
             cons = consumers.get(id(o), ())
@@ -154,28 +259,28 @@ def find_groups(g, can_fuse=default_can_fuse):
             if convex(trial, n):
                 members[gid] = trial
                 group_of[j] = gid
-    groups = [sorted(s) for _, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
+    groups = [(sorted(s), domains.get(k)) for k, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
     # a group of broadcasts alone would only materialize them: leave those as views
-    groups = [m for m in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]
+    groups = [(m, d) for m, d in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]
     return groups, group_of, prod
 
 
-def fusion(g, can_fuse=default_can_fuse):
-    groups, group_of, prod = find_groups(g, can_fuse)
+def fusion(g, can_fuse=default_can_fuse, rows=False):
+    groups, group_of, prod = find_groups(g, can_fuse, rows)
     nodes = g.nodes
     # units: a group, or a single node; emit them in a topological order of the contracted graph
     unit_of = {}
     units = []
-    for gi, mem in enumerate(groups):
+    for mem, dom in groups:
         for m in mem:
             unit_of[m] = len(units)
-        units.append(("group", mem))
+        units.append(("group", mem, dom))
     for i in range(len(nodes)):
         if i not in unit_of:
             unit_of[i] = len(units)
-            units.append(("node", [i]))
+            units.append(("node", [i], None))
     deps = []
-    for kind, mem in units:
+    for kind, mem, _ in units:
         d = set()
         for m in mem:
             for v in nodes[m].inputs:
@@ -208,7 +313,7 @@ def fusion(g, can_fuse=default_can_fuse):
     r = Rewriter(g)
     k = 0
     for u in order:
-        kind, mem = units[u]
+        kind, mem, dom = units[u]
         if kind == "node":
             r.copy(nodes[mem[0]])
             continue
@@ -227,7 +332,8 @@ def fusion(g, can_fuse=default_can_fuse):
         body = FusedBody()
         op = _make_op(k, body, len(outs))
         k += 1
-        new_outs = r.g.add_node(op, [r.get(v) for v in ext], {"body": body}, [AVal(o.shape, o.dtype) for o in outs])
+        attrs = {"body": body} if dom is None else {"body": body, "rows": dom}
+        new_outs = r.g.add_node(op, [r.get(v) for v in ext], attrs, [AVal(o.shape, o.dtype) for o in outs])
         local = {id(v): r.get(v) for v in ext}
         for o, no in zip(outs, new_outs):
             local[id(o)] = no

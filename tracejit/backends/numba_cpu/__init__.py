@@ -11,5 +11,5 @@ class NumbaBackend:
     name = "numba"
 
     def compile(self, graph):
-        fused = fusion(graph)
+        fused = fusion(graph, rows=True)
         return CompiledGraph(fused, fastmath=getattr(config, "fastmath", False))

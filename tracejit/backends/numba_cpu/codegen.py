@@ -118,14 +118,8 @@ class KernelSource:
         return self.source
 
 
-def generate(node, name, fastmath=False):
-    body = node.attrs["body"]
-    ins, outs = node.inputs, node.outputs
-    # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
-    shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"), outs[0].shape)
-    size = int(np.prod(shape, dtype=np.int64))
-    out_index = {id(o): k for k, o in enumerate(outs)}
-    reductions = []              # (output index, value name, reduced dims)
+def const_namer():
+    """`const(value, dtype)` -> the name of a typed module-level constant, and the {key: (name, text)} made."""
     consts = {}
 
     def const(value, dt):
@@ -135,6 +129,21 @@ def generate(node, name, fastmath=False):
         if key not in consts:
             consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({value!r})")
         return consts[key][0]
+    return const, consts
+
+
+def generate(node, name, fastmath=False):
+    if "rows" in node.attrs:
+        from .rowgen import generate_rows
+        return generate_rows(node, name, fastmath)
+    body = node.attrs["body"]
+    ins, outs = node.inputs, node.outputs
+    # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
+    shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"), outs[0].shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    out_index = {id(o): k for k, o in enumerate(outs)}
+    reductions = []              # (output index, value name, reduced dims)
+    const, consts = const_namer()
 
     in_kinds = []
     for v in ins:

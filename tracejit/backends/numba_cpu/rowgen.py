@@ -1,0 +1,162 @@
+"""Python source for a row kernel: a fused group around reductions over the trailing (inner) dims.
+
+softmax, log_softmax, logsumexp, sum/mean/amax/amin/var over the last dims, with the elementwise work
+before and after them (layer norm, the losses, their backward), become one kernel. The outer loop runs
+over rows (prange for large inputs: rows are independent, nothing is shared); inside a row there is one
+loop over the inner positions per reduction level: `exp(x - max(x))` needs the row's max, so it is
+computed in the loop after the one that finds the max. Per-element values are recomputed in each loop
+that needs them instead of being stored: elementwise math is cheaper than another pass over memory.
+Sums accumulate in float64 (numpy sums float32 pairwise: both are within float32 rounding of the exact
+sum); max/min propagate NaN like numpy.
+"""
+import re
+
+import numpy as np
+
+from ... import _dtype as D
+from ...ir.graph import Value
+from ...passes.fusion import row_class
+from .codegen import KernelSource, _body_lines, _npname, const_namer, op_expression
+
+_TWO_LEVEL = {"var", "logsumexp", "softmax", "log_softmax"}     # two loops: (mean | max), then the rest
+
+
+def generate_rows(node, name, fastmath=False):
+    body = node.attrs["body"]
+    outer, inner = dom = node.attrs["rows"]
+    R, C = int(np.prod(outer, dtype=np.int64)), int(np.prod(inner, dtype=np.int64))
+    ins, outs = node.inputs, node.outputs
+    const, consts = const_namer()
+    out_index = {id(o): k for k, o in enumerate(outs)}
+
+    names, dtypes, level = {}, {}, {}
+    elem = {}                  # per-element value id -> (statement, ids of the per-element values it reads)
+    row_stmts = {}             # level -> statements run once per row after the loop of that level
+    inits, updates = [], {}    # accumulator initializations; pass -> statements in that inner loop
+    head = []                  # before the row loop
+    in_kinds = []
+    for j, v in enumerate(ins):
+        kind = row_class(v.shape, dom)
+        in_kinds.append(kind)
+        names[id(v)], dtypes[id(v)], level[id(v)] = f"x{j}", v.dtype, 0
+        if kind == "scalar":
+            head.append(f"x{j} = in{j}[0]")
+        elif kind == "row":
+            row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
+        else:
+            elem[id(v)] = (f"x{j} = in{j}[{'b + c' if kind == 'full' else 'c'}]", ())
+
+    def deps(nd):
+        return tuple(id(v) for v in nd.inputs if id(v) in elem)
+
+    stores = {}                # pass -> store statements of per-element outputs
+    for q, nd in enumerate(body.nodes):
+        o = nd.outputs[0]
+        nm = f"v{o.id}"
+        names[id(o)], dtypes[id(o)] = nm, o.dtype
+        lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
+        op = nd.op.name
+        if nd.op.kind == "elementwise" or op == "expand":
+            text = op_expression(nd, names, dtypes, const)
+            if row_class(o.shape, dom) == "full":
+                elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
+            else:
+                row_stmts.setdefault(lv, []).append(f"{nm} = {text}    # {op}")
+        else:
+            x = names[id(nd.inputs[0])]
+            dt = f"np.{_npname(o.dtype)}"
+            a, s = f"a{q}", f"s{q}"
+            upd1 = updates.setdefault(lv + 1, [])
+            rs1 = row_stmts.setdefault(lv + 1, [])
+            if op in ("sum", "mean", "var"):
+                inits.append(f"{a} = 0.0")
+                upd1.append(f"{a} += {x}")
+                if op != "var":
+                    rs1.append(f"{nm} = {dt}({a})" if op == "sum" else f"{nm} = {dt}({a} / {const(float(C), D.float64)})")
+            else:           # a max (or min) first: amax, amin, and the shift of logsumexp/softmax/log_softmax
+                lt = "<" if op == "amin" else ">"
+                inits.append(f"{a} = {'' if op == 'amin' else '-'}np.inf")
+                upd1.append(f"if {x} {lt} {a} or {x} != {x}:\n    {a} = {x}")
+                if op in ("amax", "amin"):
+                    rs1.append(f"{nm} = {dt}({a})")
+            if op in _TWO_LEVEL:
+                upd2 = updates.setdefault(lv + 2, [])
+                rs2 = row_stmts.setdefault(lv + 2, [])
+                inits.append(f"{s} = 0.0")
+                if op == "var":
+                    rs1.append(f"m{q} = {a} / {const(float(C), D.float64)}")
+                    upd2.append(f"d{q} = {x} - m{q}\n{s} += d{q} * d{q}")
+                    corr = nd.attrs["correction"]
+                    rs2.append(f"{nm} = {dt}({s} / {const(float(C - corr) if C > corr else 0.0, D.float64)})")
+                else:
+                    zero = const(0.0, o.dtype)
+                    rs1.append(f"h{q} = {dt}({a}) if isfinite({a}) else {zero}")
+                    upd2.append(f"{s} += exp({x} - h{q})")
+                    if op == "logsumexp":
+                        rs2.append(f"{nm} = {dt}(log({s})) + h{q}")
+                    elif op == "softmax":
+                        rs2.append(f"i{q} = 1.0 / {s}")
+                        elem[id(o)] = (f"{nm} = {dt}(exp({x} - h{q}) * i{q})    # softmax", deps(nd))
+                    else:
+                        rs2.append(f"g{q} = {dt}(log({s}))")
+                        elem[id(o)] = (f"{nm} = ({x} - h{q}) - g{q}    # log_softmax", deps(nd))
+                lv += 1
+            lv += 1
+        level[id(o)] = lv
+        if id(o) in out_index:
+            k = out_index[id(o)]
+            if id(o) in elem:
+                stores.setdefault(lv + 1, []).append((id(o), f"out{k}[b + c] = {nm}"))
+            else:
+                row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
+
+    npass = max(list(updates) + list(stores) + [0])
+    order = [id(v) for v in ins if id(v) in elem] + [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in elem]
+
+    def inner_loop(p):
+        wanted = [vid for line in updates.get(p, []) for vid in _named(line, names, elem)]
+        wanted += [vid for vid, _ in stores.get(p, [])]
+        need = set()
+        while wanted:
+            vid = wanted.pop()
+            if vid not in need:
+                need.add(vid)
+                wanted.extend(elem[vid][1])
+        lines = [elem[vid][0] for vid in order if vid in need]
+        lines += updates.get(p, []) + [st for _, st in stores.get(p, [])]
+        return ["for c in range(C):"] + ["    " + ln for text in lines for ln in text.split("\n")]
+
+    def kernel_fn(fname, rng, flags):
+        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))] + ["R", "C"])
+        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in head]
+        lines.append(f"    for r in {rng}(R):")
+        row = ["b = r * C"] + row_stmts.get(0, []) + inits
+        for p in range(1, npass + 1):
+            row += inner_loop(p) + row_stmts.get(p, [])
+        lines += ["        " + ln for text in row for ln in text.split("\n")]
+        return "\n".join(lines)
+
+    fm = ", fastmath=True" if fastmath else ""
+    base = f"cache=True, nogil=True, error_model='numpy'{fm}"
+    header = [f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+              f"{R} rows x {C} ({outs[0].dtype.short}), {npass} passes over each row", "# generated from:"]
+    header += ["#   " + line for line in _body_lines(node)]
+    src = "\n".join(header + [
+        "import numpy as np",
+        "import numba",
+        "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
+        "",
+    ] + [f"{n} = {v}" for n, v in consts.values()] + [
+        "", "", kernel_fn("kernel", "range", base), "",
+        "", kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"), "",
+    ])
+    ks = KernelSource(name, src, "rows", in_kinds, (R, C), R * C)
+    ks.parallel_ok = R > 1
+    return ks
+
+
+def _named(line, names, elem):
+    """ids of the per-element values a statement reads (by their variable names)."""
+    used = set(re.findall(r"\b[xv]\d+\b", line))
+    return [vid for vid in elem if names[vid] in used]
+
