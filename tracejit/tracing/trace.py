@@ -36,8 +36,8 @@ def _flatten(obj, leaves, static=False):
         if d is None:
             obj._concrete("a tensor argument of a traced function")
         if type(d) is not np.ndarray and not isinstance(d, np.ndarray):     # a device array: its device keys too
-            return ("T", d.shape, d.dtype.str, obj._requires_grad, str(d.device))
-        return ("T", d.shape, d.dtype.str, obj._requires_grad)
+            return ("T", d.shape, d.dtype, obj._requires_grad, str(d.device))
+        return ("T", d.shape, d.dtype, obj._requires_grad)       # (the fast path in __call__ builds the same)
     if isinstance(obj, Tensor):
         obj._concrete("a static tensor argument")
         return ("S", tuple(obj.shape), obj.dtype.name, obj._data.tobytes())
@@ -106,6 +106,18 @@ class Entry:
         self.compile_time = 0.0
         self.one_shot = False
         self.on_device = False   # compiled for cuda: every tensor it reads must be there
+        self.plain = False       # reads only its tensor arguments, in order, guarded by the signature alone
+        self.single = False      # returns one tensor, writes nothing back
+
+    def finish(self, n_leaves):
+        """Precompute what a call may skip (after build_entry filled the entry)."""
+        # every guard on an argument's data (shape, dtype, requires_grad, device) is part of the signature key:
+        # an entry that reads nothing else (no lifted tensors, no .grad, no module modes or Python values)
+        # needs no check beyond finding its key
+        self.plain = (len(self.sources) == n_leaves and not self.modules and not self.values
+                      and all(kind == "data" and src == i and g[3] is None
+                              for i, ((kind, src), g) in enumerate(zip(self.sources, self.guards))))
+        self.single = isinstance(self.out_tree, _OutLeaf) and not self.writeback and self.n_out == 1
 
     def resolve(self, leaves):
         """The tensors behind the sources for this call (owners, for .grad sources), or a reason."""
@@ -157,14 +169,17 @@ class CompiledFunctionBackward(Node):
         self.shapes, self.dtypes = entry.diff_meta
 
     def apply(self, grads):
-        from ..creation import zeros
         e = self.entry
         if self.saved is None:
             from ..autograd.graph import FREED_MSG
             raise RuntimeError(FREED_MSG)
-        outs_meta = [o for o in e.fwd.outputs[:e.n_out]]
-        cts = [g if g is not None else zeros(o.shape, dtype=o.dtype) for g, o in zip(grads, outs_meta)]
-        cts = [cts[i] for i in e.out_rg]
+        if len(grads) == 1 and grads[0] is not None and len(e.out_rg) == 1:
+            cts = grads
+        else:
+            from ..creation import zeros
+            outs_meta = e.fwd.outputs[:e.n_out]
+            cts = [g if g is not None else zeros(o.shape, dtype=o.dtype) for g, o in zip(grads, outs_meta)]
+            cts = [cts[i] for i in e.out_rg]
         if STATE.grad_enabled:
             # create_graph: replay the joint graph eagerly, so the gradient is itself differentiable
             for t, v in zip(self.inputs, self.versions):
@@ -175,7 +190,7 @@ class CompiledFunctionBackward(Node):
             ins = [t if k == "data" else t._grad for (k, _), t in zip(e.sources, self.inputs)]
             res = replay(e.joint, ins + cts)
             return tuple(res[len(res) - len(e.diff_inputs):])
-        arrays = self.saved + [c._data for c in cts]
+        arrays = self.saved + [_kernel_operand(c._data) for c in cts]
         return tuple(Tensor._wrap(a) for a in e.bwd_fn(arrays))
 
     def release(self):
@@ -224,12 +239,34 @@ class TracedFunction:
     def __call__(self, *args, **kwargs):
         if STATE.tracer is not None:   # called from inside another trace: inline it
             return self.fn(*args, **kwargs)
-        key, leaves = self._signature(args, kwargs)
-        for e in self.cache.get(key, ()):
-            why, ts = e.check(leaves)
-            if why is None:
+        if kwargs or self.static_argnums:
+            key, leaves = self._signature(args, kwargs)
+        else:
+            # the common call: positional tensors on the CPU. Builds the key _signature would build.
+            key = [STATE.grad_enabled]
+            for a in args:
+                if type(a) is not Tensor or type(a._data) is not np.ndarray:
+                    key, leaves = self._signature(args, kwargs)
+                    break
+                d = a._data
+                key.append(("T", d.shape, d.dtype, a._requires_grad))
+            else:
+                key = tuple(key)
+                leaves = args
+        es = self.cache.get(key)
+        if es is not None:
+            e = es[0]
+            if e.plain:
                 self.hits += 1
-                return self._run(e, ts)
+                if e.single and not e.bwd_fn:
+                    return Tensor._wrap(e.fwd_fn([t._data for t in leaves])[0])
+                return self._run(e, leaves)
+            for e in es:
+                why, ts = e.check(leaves)
+                if why is None:
+                    self.hits += 1
+                    return self._run(e, ts)
+        leaves = list(leaves)
         e = self._compile(args, kwargs, key, leaves)
         return self._run(e, e.resolve(leaves)[0])
 
@@ -264,6 +301,7 @@ class TracedFunction:
         log.info("tracejit: tracing %s (%s)", self.__name__, self._why(key, leaves))
         t0 = time.perf_counter()
         entry = build_entry(self.fn, args, kwargs, leaves, self.backend_name)
+        entry.finish(len(leaves))
         entry.compile_time = time.perf_counter() - t0
         self.traces += 1
         if entry.one_shot:
@@ -278,10 +316,13 @@ class TracedFunction:
 
     # ------------------------------------------------------------------ running
     def _run(self, entry, ts):
-        arrays = [t._data if k == "data" else t._grad._data for (k, _), t in zip(entry.sources, ts)]
+        if entry.plain:
+            arrays = [t._data for t in ts]
+        else:
+            arrays = [t._data if k == "data" else t._grad._data for (k, _), t in zip(entry.sources, ts)]
         outs = entry.fwd_fn(arrays)
         n = entry.n_out
-        user = [Tensor._wrap(a) for a in outs[:n]]
+        user = [Tensor._wrap(a) for a in outs[:n]] if n != 1 else [Tensor._wrap(outs[0])]
         k = n
         for src, kind in entry.writeback:
             t = src if kind in ("adopt", "escaped") else ts[src]
@@ -305,11 +346,14 @@ class TracedFunction:
             if any(t._requires_grad for t in diff):
                 node = CompiledFunctionBackward(entry, list(outs[k:k + entry.n_saved]), ts,
                                                 [t._version.v for t in ts])
-                node.next_functions = tuple(edge_of(t) for t in diff)
+                node.next_functions = tuple([edge_of(t) for t in diff])
                 for nr, i in enumerate(entry.out_rg):
-                    user[i]._requires_grad = True
-                    user[i].grad_fn = node
-                    user[i]._output_nr = nr
+                    u = user[i]
+                    u._requires_grad = True
+                    u.grad_fn = node
+                    u._output_nr = nr
+        if entry.single:
+            return user[0]
         return _unflatten_out(entry.out_tree, iter(user))
 
     # ------------------------------------------------------------------ introspection
@@ -327,6 +371,16 @@ class TracedFunction:
 
     def clear_cache(self):
         self.cache.clear()
+
+
+def _kernel_operand(a):
+    """`a`, or a contiguous writable copy of it: incoming gradients are often broadcasts (sum's backward expands
+    a scalar), and numba's dispatcher types a read-only or strided array in Python, tens of us per call."""
+    if type(a) is np.ndarray:
+        f = a.flags
+        if not (f.c_contiguous and f.writeable):
+            return np.array(a, order="C")
+    return a
 
 
 def _weakrefable(obj):
