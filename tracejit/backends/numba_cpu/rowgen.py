@@ -3,11 +3,13 @@
 softmax, log_softmax, logsumexp, sum/mean/amax/amin/var over the last dims, with the elementwise work
 before and after them (layer norm, the losses, their backward), become one kernel. The outer loop runs
 over rows (prange for large inputs: rows are independent, nothing is shared); inside a row there is one
-loop over the inner positions per reduction level: `exp(x - max(x))` needs the row's max, so it is
-computed in the loop after the one that finds the max. Per-element values are recomputed in each loop
-that needs them instead of being stored: elementwise math is cheaper than another pass over memory.
-Sums accumulate in float64 (numpy sums float32 pairwise: both are within float32 rounding of the exact
-sum); max/min propagate NaN like numpy.
+loop over the inner positions per reduction level: `x - max(x)` needs the row's max, so it is computed in
+the loop after the one that finds the max. Each loop writes the operand of its reductions to a scratch
+row (small, in L1) that `kernels.cpu.rows` then reduces with vectorized loops; softmax's exp stays in
+its scratch row for the output loop. Other per-element values are recomputed in each loop that needs
+them instead of being stored: elementwise math is cheaper than another pass over memory. Sums accumulate
+in float64 (numpy sums float32 pairwise: both are within float32 rounding of the exact sum); max/min
+propagate NaN like numpy.
 """
 import re
 
@@ -18,7 +20,7 @@ from ...ir.graph import Value
 from ...passes.fusion import row_class
 from .codegen import KernelSource, _body_lines, _npname, const_namer, op_expression
 
-_TWO_LEVEL = {"var", "logsumexp", "softmax", "log_softmax"}     # two loops: (mean | max), then the rest
+ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
 
 
 def generate_rows(node, name, fastmath=False):
@@ -32,7 +34,8 @@ def generate_rows(node, name, fastmath=False):
     names, dtypes, level = {}, {}, {}
     elem = {}                  # per-element value id -> (statement, ids of the per-element values it reads)
     row_stmts = {}             # level -> statements run once per row after the loop of that level
-    inits, updates = [], {}    # accumulator initializations; pass -> statements in that inner loop
+    updates = {}               # pass -> statements in that inner loop (each fills a reduction's scratch row)
+    scratch = []               # scratch rows, allocated once per block of rows
     head = []                  # before the row loop
     in_kinds = []
     for j, v in enumerate(ins):
@@ -44,7 +47,9 @@ def generate_rows(node, name, fastmath=False):
         elif kind == "row":
             row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
         else:
-            elem[id(v)] = (f"x{j} = in{j}[{'b + c' if kind == 'full' else 'c'}]", ())
+            if kind == "full":      # a row slice: indexing `in0[b + c]` defeats vectorization (wraparound check)
+                row_stmts.setdefault(0, []).append(f"p{j} = in{j}[b:b + C]")
+            elem[id(v)] = (f"x{j} = {'p' if kind == 'full' else 'in'}{j}[c]", ())
 
     def deps(nd):
         return tuple(id(v) for v in nd.inputs if id(v) in elem)
@@ -63,54 +68,49 @@ def generate_rows(node, name, fastmath=False):
             else:
                 row_stmts.setdefault(lv, []).append(f"{nm} = {text}    # {op}")
         else:
-            x = names[id(nd.inputs[0])]
+            x, t = names[id(nd.inputs[0])], f"t{q}"
             dt = f"np.{_npname(o.dtype)}"
-            a, s = f"a{q}", f"s{q}"
-            upd1 = updates.setdefault(lv + 1, [])
-            rs1 = row_stmts.setdefault(lv + 1, [])
-            if op in ("sum", "mean", "var"):
-                inits.append(f"{a} = 0.0")
-                upd1.append(f"{a} += {x}")
-                if op != "var":
-                    rs1.append(f"{nm} = {dt}({a})" if op == "sum" else f"{nm} = {dt}({a} / {const(float(C), D.float64)})")
-            else:           # a max (or min) first: amax, amin, and the shift of logsumexp/softmax/log_softmax
-                lt = "<" if op == "amin" else ">"
-                inits.append(f"{a} = {'' if op == 'amin' else '-'}np.inf")
-                upd1.append(f"if {x} {lt} {a} or {x} != {x}:\n    {a} = {x}")
-                if op in ("amax", "amin"):
-                    rs1.append(f"{nm} = {dt}({a})")
-            if op in _TWO_LEVEL:
-                upd2 = updates.setdefault(lv + 2, [])
-                rs2 = row_stmts.setdefault(lv + 2, [])
-                inits.append(f"{s} = 0.0")
-                if op == "var":
-                    rs1.append(f"m{q} = {a} / {const(float(C), D.float64)}")
-                    upd2.append(f"d{q} = {x} - m{q}\n{s} += d{q} * d{q}")
-                    corr = nd.attrs["correction"]
-                    rs2.append(f"{nm} = {dt}({s} / {const(float(C - corr) if C > corr else 0.0, D.float64)})")
+            j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full"), None)
+            if j is None:
+                scratch.append(f"{t} = np.empty(C, np.{_npname(nd.inputs[0].dtype)})")
+                updates.setdefault(lv + 1, []).append(f"{t}[c] = {x}")
+            else:           # reduce the input's row slice itself (read-only)
+                t = f"p{j}"
+            rs = row_stmts.setdefault(lv + 1, [])
+            n_ = const(float(C), D.float64)
+            if op in ("sum", "mean"):
+                rs.append(f"{nm} = {dt}(rsum({t}, C){'' if op == 'sum' else f' / {n_}'})")
+            elif op == "var":
+                corr = nd.attrs["correction"]
+                den = const(float(C - corr) if C > corr else 0.0, D.float64)
+                rs += [f"m{q} = rsum({t}, C) / {n_}", f"{nm} = {dt}(rsumsq({t}, C, m{q}) / {den})"]
+            elif op in ("amax", "amin"):
+                rs.append(f"{nm} = {dt}(r{op[1:]}({t}, C))")
+            else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
+                u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
+                if u != t:
+                    scratch.append(f"{u} = np.empty(C, np.{_npname(o.dtype)})")
+                rs += [f"a{q} = rmax({t}, C)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
+                       f"for c in range(C):\n    {u}[c] = exp({t}[c] - h{q})", f"s{q} = rsum({u}, C)"]
+                if op == "logsumexp":
+                    rs.append(f"{nm} = {dt}(log(s{q})) + h{q}")
+                elif op == "softmax":
+                    rs.append(f"i{q} = 1.0 / s{q}")
+                    elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
                 else:
-                    zero = const(0.0, o.dtype)
-                    rs1.append(f"h{q} = {dt}({a}) if isfinite({a}) else {zero}")
-                    upd2.append(f"{s} += exp({x} - h{q})")
-                    if op == "logsumexp":
-                        rs2.append(f"{nm} = {dt}(log({s})) + h{q}")
-                    elif op == "softmax":
-                        rs2.append(f"i{q} = 1.0 / {s}")
-                        elem[id(o)] = (f"{nm} = {dt}(exp({x} - h{q}) * i{q})    # softmax", deps(nd))
-                    else:
-                        rs2.append(f"g{q} = {dt}(log({s}))")
-                        elem[id(o)] = (f"{nm} = ({x} - h{q}) - g{q}    # log_softmax", deps(nd))
-                lv += 1
+                    rs.append(f"g{q} = {dt}(log(s{q}))")
+                    elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
             lv += 1
         level[id(o)] = lv
         if id(o) in out_index:
             k = out_index[id(o)]
             if id(o) in elem:
-                stores.setdefault(lv + 1, []).append((id(o), f"out{k}[b + c] = {nm}"))
+                stores.setdefault(lv + 1, []).append((id(o), f"o{k}[c] = {nm}"))
+                row_stmts.setdefault(0, []).append(f"o{k} = out{k}[b:b + C]")
             else:
                 row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
 
-    npass = max(list(updates) + list(stores) + [0])
+    npass = max(list(updates) + list(stores) + list(row_stmts))
     order = [id(v) for v in ins if id(v) in elem] + [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in elem]
 
     def inner_loop(p):
@@ -124,16 +124,21 @@ def generate_rows(node, name, fastmath=False):
                 wanted.extend(elem[vid][1])
         lines = [elem[vid][0] for vid in order if vid in need]
         lines += updates.get(p, []) + [st for _, st in stores.get(p, [])]
+        if not lines:
+            return []
         return ["for c in range(C):"] + ["    " + ln for text in lines for ln in text.split("\n")]
 
     def kernel_fn(fname, rng, flags):
         sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))] + ["R", "C"])
+        rb = ROWS_PER_BLOCK
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in head]
-        lines.append(f"    for r in {rng}(R):")
-        row = ["b = r * C"] + row_stmts.get(0, []) + inits
+        lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
+        lines += ["        " + s for s in scratch]
+        lines.append(f"        for r in range(blk * {rb}, min(R, blk * {rb} + {rb})):")
+        row = ["b = r * C"] + row_stmts.get(0, [])
         for p in range(1, npass + 1):
             row += inner_loop(p) + row_stmts.get(p, [])
-        lines += ["        " + ln for text in row for ln in text.split("\n")]
+        lines += ["            " + ln for text in row for ln in text.split("\n")]
         return "\n".join(lines)
 
     fm = ", fastmath=True" if fastmath else ""
@@ -145,6 +150,7 @@ def generate_rows(node, name, fastmath=False):
         "import numpy as np",
         "import numba",
         "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
+        "from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reductions of a scratch row)",
         "",
     ] + [f"{n} = {v}" for n, v in consts.values()] + [
         "", "", kernel_fn("kernel", "range", base), "",
