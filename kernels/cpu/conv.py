@@ -1,4 +1,4 @@
-"""Convolution gather/scatter kernels: im2col (forward, weight gradient) and col2im (input gradient).
+"""Convolution gather/scatter: im2col (`columns`: forward, weight gradient) and col2im (input gradient).
 
 A convolution is computed as one BLAS matrix product per group over a column matrix
 `cols[C*kh*kw, N, OH, OW]`, where row (c, i, j) holds input channel c shifted by kernel tap (i, j) for
@@ -7,44 +7,12 @@ contiguous blocks of rows, and the (N, OH, OW) columns make one product cover th
 """
 import numba
 import numpy as np
-
-
-@numba.njit(cache=True)
-def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, cols):
-    """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 outside)."""
-    N, C, H, W = x.shape
-    for c in range(C):
-        for i in range(kh):
-            for j in range(kw):
-                row = (c * kh + i) * kw + j
-                # the range of ow whose tap column lies inside [0, W)
-                off = j * dw - pw
-                lo = 0
-                while lo < OW and lo * sw + off < 0:
-                    lo += 1
-                hi = OW
-                while hi > lo and (hi - 1) * sw + off >= W:
-                    hi -= 1
-                for n in range(N):
-                    for oh in range(OH):
-                        h = oh * sh - ph + i * dh
-                        dst = cols[row, n, oh]
-                        if h < 0 or h >= H:
-                            for ow in range(OW):
-                                dst[ow] = 0
-                            continue
-                        src = x[n, c, h]
-                        for ow in range(lo):
-                            dst[ow] = 0
-                        for ow in range(lo, hi):
-                            dst[ow] = src[ow * sw + off]
-                        for ow in range(hi, OW):
-                            dst[ow] = 0
+from numpy.lib.stride_tricks import as_strided
 
 
 @numba.njit(cache=True)
 def col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, out):
-    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that im2col read from there."""
+    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that `columns` read from there."""
     N, C, H, W = out.shape
     OH, OW = cols.shape[2], cols.shape[3]
     for n in range(N):
@@ -79,11 +47,17 @@ def conv_out_size(size, k, s, p, d):
 
 
 def columns(x, kh, kw, stride, padding, dilation, OH, OW):
-    """im2col of a contiguous (N, C, H, W) array into a fresh (C*kh*kw, N, OH, OW) array."""
-    N, C = x.shape[:2]
+    """im2col: a fresh (C*kh*kw, N, OH, OW) array, cols[(c*kh + i)*kw + j, n, oh, ow] =
+    x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding). One strided copy out of a zero-padded,
+    channel-major copy of x: numpy's copy loops run about 1.5x faster than a numba gather loop here."""
+    N, C, H, W = x.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.zeros((C, N, H + 2 * ph, W + 2 * pw), x.dtype)
+    xp[:, :, ph:ph + H, pw:pw + W] = x.transpose(1, 0, 2, 3)
+    sc, sn, sy, sx = xp.strides
+    taps = as_strided(xp, (C, kh, kw, N, OH, OW), (sc, sy * dh, sx * dw, sn, sy * sh, sx * sw), writeable=False)
     cols = np.empty((C * kh * kw, N, OH, OW), x.dtype)
-    im2col(np.ascontiguousarray(x), kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0],
-           dilation[1], OH, OW, cols)
+    np.copyto(cols.reshape(C, kh, kw, N, OH, OW), taps)
     return cols
 
 
