@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 
+from .. import _dtype as D
 from .._state import STATE
 from .._tensor import Tensor
 from .graph import AccumulateGrad, edge_of
@@ -49,6 +50,7 @@ def _add(a, b):
 
 
 _creation = None   # tracejit.creation, once _make_grads first needs it
+_ONES = {}         # numpy dtype -> 0-d one (copied for each implicit gradient of a scalar loss)
 
 
 def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumulate=True):
@@ -89,7 +91,8 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
             buf = buffers.pop(id(node), None)
             if buf is None:
                 continue
-            buf = _pre_hooks(node, buf, create_graph)
+            if node._pre_hooks or node._tensor_hooks or node._retained or type(node) is AccumulateGrad:
+                buf = _pre_hooks(node, buf, create_graph)
             if capture is not None:
                 for nr, g in enumerate(buf):
                     for i in capture.get((id(node), nr), ()):
@@ -99,7 +102,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                     _accumulate(node.variable, buf[0], create_graph)
                 continue
             grads_in = node.apply(buf)
-            if not isinstance(grads_in, (tuple, list)):
+            if type(grads_in) is not tuple and not isinstance(grads_in, (tuple, list)):
                 grads_in = (grads_in,)
             if node._post_hooks:
                 for h in list(node._post_hooks.values()):
@@ -110,17 +113,23 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                 _check_nan(node, grads_in)
             shapes = getattr(node, "shapes", None)
             dtypes = getattr(node, "dtypes", None)
-            for i, (e, g) in enumerate(zip(node.next_functions, grads_in)):
+            i = -1
+            for e, g in zip(node.next_functions, grads_in):
+                i += 1
                 if e is None or g is None:
                     continue
                 if shapes is not None and shapes[i] is not None:
-                    g = _fit(g, shapes[i], dtypes[i])
-                nb = buffers.get(id(e[0]))
+                    sh, d = shapes[i], g._data
+                    # _fit(g, ...), skipped when a plain array already has the shape and dtype
+                    if type(d) is not np.ndarray or d.shape != sh or D._FROM_NP[d.dtype] is not dtypes[i]:
+                        g = _fit(g, sh, dtypes[i])
+                nxt, nr = e
+                nb = buffers.get(id(nxt))
                 if nb is None:
-                    nb = buffers[id(e[0])] = [None] * max(getattr(e[0], "nout", 1), 1)
-                old = nb[e[1]]
-                nb[e[1]] = g if old is None else old + g
-            grads_in = g = old = None   # only the buffers hold gradients now (see _unseen)
+                    nb = buffers[id(nxt)] = [None] * max(getattr(nxt, "nout", 1), 1)
+                old = nb[nr]
+                nb[nr] = g if old is None else old + g
+            grads_in = g = old = d = None   # only the buffers hold gradients now (see _unseen)
             if not retain_graph:
                 node.release()
     finally:
@@ -160,11 +169,22 @@ def _accumulate(t, g, create_graph):
         return
     if not create_graph and g._requires_grad:
         g = g.detach()      # a gradient tensor the user passed in: the leaf's .grad carries no graph
-    old = t.grad
+    if STATE.tracer is None:
+        old = t._grad
+        if old is None and not create_graph and _unseen(g) and _fits(g, t):
+            t._grad = g     # (what the .grad setter would check, on plain arrays)
+            return
+    else:
+        old = t.grad
     if old is None:
         t.grad = g if create_graph or _unseen(g) else g.clone()
     else:
         t.grad = old + g
+
+
+def _fits(g, t):
+    a, b = g._data, t._data
+    return type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype
 
 
 def _unseen(g):
@@ -195,7 +215,12 @@ def _make_grads(outputs, grad_outputs):
         from .. import creation as _creation   # imports the op registry, which imports autograd: bound late
     out = []
     for t, g in zip(outputs, grad_outputs):
-        if g is None:
+        if g is None and type(t._data) is np.ndarray and t._data.ndim == 0:
+            one = _ONES.get(t._data.dtype)
+            if one is None:
+                one = _ONES[t._data.dtype] = np.ones((), t._data.dtype)
+            g = Tensor._wrap(one.copy())       # ones_like(t), without its wrappers
+        elif g is None:
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             g = _creation.ones_like(t)

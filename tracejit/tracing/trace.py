@@ -23,6 +23,7 @@ from .errors import TraceError
 from .tracer import TraceContext
 
 log = logging.getLogger("tracejit")
+_SMALL = 1 << 16    # elements: a backward program's outputs up to this size are allocated fresh for each call
 PER_SIGNATURE = 4   # compiled programs kept per argument signature (they differ in guarded reads)
 
 
@@ -188,7 +189,7 @@ class CompiledFunctionBackward(Node):
                                        "by an inplace operation (an input of a traced function)")
             from ..backends.interpreter import replay
             ins = [t if k == "data" else t._grad for (k, _), t in zip(e.sources, self.inputs)]
-            res = replay(e.joint, ins + cts)
+            res = replay(e.joint, ins + list(cts))
             return tuple(res[len(res) - len(e.diff_inputs):])
         arrays = self.saved + [_kernel_operand(c._data) for c in cts]
         return tuple(Tensor._wrap(a) for a in e.bwd_fn(arrays))
@@ -561,6 +562,8 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         backend = get_backend(backend_name)
     e.fwd_fn = backend.compile(e.fwd)
     e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
+    if hasattr(e.bwd_fn, "keep_returned") and all(int(np.prod(getattr(v, "shape", ()))) <= _SMALL for v in e.bwd.outputs):
+        e.bwd_fn.keep_returned = False       # (see CompiledGraph.keep_returned)
     return e
 
 

@@ -54,6 +54,10 @@ class CompiledGraph:
         self._buf_specs = []       # (size, numpy dtype, shape) per intermediate buffer
         self._nslots = len(slot)
         self._pool = []            # free buffer sets: one per concurrent call (normally exactly one)
+        # keep each returned array, to reuse it when the caller dropped it. Off for a backward program with small
+        # outputs: its gradients usually become a leaf's .grad, which takes over an array nobody else holds
+        # (the engine copies one we keep), and a small allocation is cheaper than that copy
+        self.keep_returned = True
         steps = []
         for n in graph.nodes:
             if n.op.kind == "fused":
@@ -97,6 +101,9 @@ class CompiledGraph:
                 self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         _warm(name, disp, n, ks)
+        # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us)
+        flat_in = all(len(v.shape) == 1 for v in n.inputs)
+        plan = [(j, s, f, dt, shp, len(shp) == 1) for j, (s, f, (dt, shp)) in enumerate(zip(out_slots, fixed, specs))]
 
         if len(n.outputs) == 1 and fixed[0] is not None:
             fb, = fixed
@@ -104,7 +111,8 @@ class CompiledGraph:
 
             def step(env):
                 try:
-                    disp(*[env[s].reshape(-1) for s in in_slots], env[fb], *extra)
+                    disp(*([env[s] for s in in_slots] if flat_in else [env[s].reshape(-1) for s in in_slots]),
+                         env[fb], *extra)
                 except Exception as e:
                     raise _kernel_error(name, e) from None
                 env[o0] = env[fb + 1]
@@ -114,21 +122,23 @@ class CompiledGraph:
 
         def step(env):
             flats = []
-            for j, (s, f, (dt, shp)) in enumerate(zip(out_slots, fixed, specs)):
+            for j, s, f, dt, shp, one_d in plan:
                 if f is None:
                     # reuse last call's array when nobody else holds it (nor a view of it): refs are
                     # `last`, `a` and getrefcount's argument
                     a = last[j]
                     if a is None or getrefcount(a) > 3:
                         a = np.empty(shp, dt)
-                        last[j] = a
+                        if self.keep_returned:
+                            last[j] = a
                     env[s] = a
-                    flats.append(a.reshape(-1))
+                    flats.append(a if one_d else a.reshape(-1))
                 else:
                     env[s] = env[f + 1]
                     flats.append(env[f])
             try:
-                disp(*[env[s].reshape(-1) for s in in_slots], *flats, *extra)
+                disp(*([env[s] for s in in_slots] if flat_in else [env[s].reshape(-1) for s in in_slots]),
+                     *flats, *extra)
             except Exception as e:
                 raise _kernel_error(name, e) from None
         return step
