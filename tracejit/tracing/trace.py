@@ -376,8 +376,9 @@ class TracedFunction:
 
 def _kernel_operand(a):
     """`a`, or a contiguous writable copy of it: incoming gradients are often broadcasts (sum's backward expands
-    a scalar), and numba's dispatcher types a read-only or strided array in Python, tens of us per call."""
-    if type(a) is np.ndarray:
+    a scalar), and numba's dispatcher types a read-only or strided array in Python, tens of us per call. Only
+    small ones: for a big one that is nothing next to the kernel, and a copy would be."""
+    if type(a) is np.ndarray and a.size <= _SMALL:
         f = a.flags
         if not (f.c_contiguous and f.writeable):
             return np.array(a, order="C")
