@@ -172,12 +172,12 @@ def generate(node, name, fastmath=False):
         stmts.append(f"{nm} = {text}    # {nd.op.name}")
     red_outs = set(k for k, _, _ in reductions)
     stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
-    stores += [f"acc{k}[q{k}_{len(shape) - 1}] += {src}" for k, src, _ in reductions]
 
     in_args = [f"in{j}" for j in range(len(ins))]
     out_args = [f"out{k}" for k in range(len(outs))]
     r = len(shape)
     extra_names, extra_args = [], []
+    last_stride = {}             # bcast input / accumulator -> its stride along the last dim (0 or 1)
     if mode == "nd":
         extra_names += [f"d{a}" for a in range(r)]
         extra_args += list(shape)
@@ -191,6 +191,7 @@ def generate(node, name, fastmath=False):
                 acc *= vs[a]
             extra_names += [f"s{j}_{a}" for a in range(r)]
             extra_args += st
+            last_stride[f"in{j}"] = st[-1]
         for k, _, dims in reductions:
             st, acc = [0] * r, 1
             for a in range(r - 1, -1, -1):
@@ -199,6 +200,7 @@ def generate(node, name, fastmath=False):
                     acc *= shape[a]
             extra_names += [f"rs{k}_{a}" for a in range(r)]
             extra_args += st
+            last_stride[f"acc{k}"] = st[-1]
     sig = ", ".join(in_args + out_args + extra_names)
 
     def kernel_fn(fname, rng, flags):
@@ -208,34 +210,54 @@ def generate(node, name, fastmath=False):
                 lines.append(f"    x{j} = in{j}[0]")
         for k, _, _ in reductions:
             lines.append(f"    acc{k} = np.zeros(out{k}.size, np.float64)")
-        inner = []
-        for j, kind in enumerate(in_kinds):
-            if kind == "full":
-                inner.append(f"x{j} = in{j}[i]")
-            elif kind == "bcast":
-                inner.append(f"x{j} = in{j}[p{j}_{r - 1}]")
-        inner += stmts + stores
         if mode == "flat":
             lines.append(f"    for i in {rng}(out0.size):")
-            ind = "        "
+            loads = [f"x{j} = in{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"]
+            lines += ["        " + s for s in loads + stmts + stores]
         else:
-            ind = "    "
-            for a in range(r):
-                lines.append(f"{ind}for i{a} in {rng if a == 0 else 'range'}(d{a}):")
-                ind += "    "
-                lines.append(f"{ind}o{a} = " + (f"o{a - 1} * d{a} + i{a}" if a else "i0"))
-                for j, kind in enumerate(in_kinds):
-                    if kind == "bcast":
-                        prev = f"p{j}_{a - 1} + " if a else ""
-                        lines.append(f"{ind}p{j}_{a} = {prev}i{a} * s{j}_{a}")
-                for k, _, _ in reductions:
-                    prev = f"q{k}_{a - 1} + " if a else ""
-                    lines.append(f"{ind}q{k}_{a} = {prev}i{a} * rs{k}_{a}")
-            lines.append(f"{ind}i = o{r - 1}")
-        lines += [ind + s for s in inner]
+            lines += nd_loops(rng)
         for k, _, _ in reductions:
             lines += [f"    for j in range(out{k}.size):", f"        out{k}[j] = acc{k}[j]"]
         return "\n".join(lines)
+
+    def nd_loops(rng):
+        # outer dims: flat offsets of the output and of each broadcast input / accumulator
+        lines, ind, last = [], "    ", r - 1
+        for a in range(last):
+            lines.append(f"{ind}for i{a} in {rng if a == 0 else 'range'}(d{a}):")
+            ind += "    "
+            lines.append(f"{ind}o{a} = " + (f"o{a - 1} * d{a} + i{a}" if a else "i0"))
+            for j, kind in enumerate(in_kinds):
+                if kind == "bcast":
+                    lines.append(f"{ind}p{j}_{a} = " + (f"p{j}_{a - 1} + " if a else "") + f"i{a} * s{j}_{a}")
+            for k, _, _ in reductions:
+                lines.append(f"{ind}q{k}_{a} = " + (f"q{k}_{a - 1} + " if a else "") + f"i{a} * rs{k}_{a}")
+        # the last dim: slices of one output row (indexing `in0[o + i]` directly defeats vectorization:
+        # numba's negative-index check on an offset it cannot prove non-negative)
+        n, pre, loads, accs, post = f"d{last}", [], [], [], []
+        off = (lambda v: f"{v}_{last - 1}") if last else (lambda v: "0")
+        pre.append(f"ob = {f'o{last - 1} * d{last}' if last else '0'}")
+        for j, kind in enumerate(in_kinds):
+            if kind == "full" or (kind == "bcast" and last_stride[f"in{j}"]):
+                start = "ob" if kind == "full" else off(f"p{j}")
+                pre.append(f"f{j} = in{j}[{start}:{start} + {n}]")
+                loads.append(f"x{j} = f{j}[i{last}]")
+            elif kind == "bcast":              # constant along the last dim
+                pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
+        pre += [f"g{k} = out{k}[ob:ob + {n}]" for k in range(len(outs)) if k not in red_outs]
+        outs_ = [f"g{k}[i{last}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        for k, src, _ in reductions:
+            if last_stride[f"acc{k}"]:
+                pre.append(f"ga{k} = acc{k}[{off(f'q{k}')}:{off(f'q{k}')} + {n}]")
+                accs.append(f"ga{k}[i{last}] += {src}")
+            else:                               # the last dim is reduced: a running sum
+                pre.append(f"a{k} = 0.0")
+                accs.append(f"a{k} += {src}")
+                post.append(f"acc{k}[{off(f'q{k}')}] += a{k}")
+        lines += [ind + s for s in pre]
+        lines.append(f"{ind}for i{last} in {rng if last == 0 else 'range'}({n}):")
+        lines += [ind + "    " + s for s in loads + stmts + outs_ + accs]
+        return lines + [ind + s for s in post]
 
     fm = ", fastmath=True" if fastmath else ""
     base = f"cache=True, nogil=True, error_model='numpy'{fm}"
