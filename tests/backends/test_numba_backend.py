@@ -99,6 +99,17 @@ def test_nan_and_inf_propagate_like_numpy():
         assert_same(p, q)
 
 
+def test_infinite_and_nan_constants_in_a_kernel():
+    # constants such as the inf of var's backward at N == correction must be valid kernel source
+    def fn(x):
+        return (x + float("inf")) * 0.5, tracejit.maximum(x, tracejit.tensor(float("-inf"))) - float("nan") * 0, \
+            x.var(0, keepdim=True)
+
+    x = tracejit.randn(1, 4)
+    for p, q in zip(*both(fn, x)):
+        assert_same(p, q)
+
+
 def chain(x, w, b):
     return tracejit.tanh(x * w + b) * tracejit.sigmoid(x) + 0.5 * x * x
 

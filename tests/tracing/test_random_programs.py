@@ -33,7 +33,7 @@ class Program:
         self.lines.append(f"    {name} = {expr}")
         return name
 
-    def build(self, n_ops=8):
+    def build(self, n_ops=8, weights=(0.35, 0.3, 0.12, 0.13, 0.1)):
         r = self.rng
         base = tuple(int(s) for s in r.integers(2, 5, size=int(r.integers(1, 4))))
         for i in range(3):
@@ -41,7 +41,7 @@ class Program:
             name = self.new(shape)
             self.inputs.append(name)
         for _ in range(n_ops):
-            kind = r.choice(["unary", "binary", "reduce", "reshape", "matmul"], p=[0.35, 0.3, 0.12, 0.13, 0.1])
+            kind = r.choice(["unary", "binary", "reduce", "reshape", "matmul"], p=list(weights))
             a = self.pick()
             sa = self.vals[a]
             if kind == "unary":
@@ -55,11 +55,14 @@ class Program:
                     continue
                 self.emit(r.choice(BINARY).format(a, b), shape)
             elif kind == "reduce" and len(sa) >= 1:
-                d = int(r.integers(0, len(sa)))
+                d = int(r.integers(0, len(sa))) if r.random() < 0.5 else len(sa) - 1   # the last dim: row kernels
                 keep = bool(r.random() < 0.5)
-                fn = r.choice(["sum", "mean", "amax", "logsumexp"])
+                fn = r.choice(["sum", "mean", "amax", "amin", "logsumexp", "var", "softmax", "log_softmax"])
                 shape = tuple(1 if i == d else s for i, s in enumerate(sa)) if keep else sa[:d] + sa[d + 1:]
-                self.emit(f"torch.{fn}({a}, {d}, keepdim={keep})", shape)
+                if fn in ("softmax", "log_softmax"):
+                    self.emit(f"torch.{fn}({a}, {d})", sa)
+                else:
+                    self.emit(f"torch.{fn}({a}, {d}, keepdim={keep})", shape)
             elif kind == "reshape" and len(sa) >= 2:
                 if r.random() < 0.5:
                     self.emit(f"({a}).transpose(0, -1)", (sa[-1],) + sa[1:-1] + (sa[0],))
@@ -80,8 +83,16 @@ class Program:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_random_program_traced_equals_eager(seed, backend):
-    prog = Program(seed)
-    fn = prog.build()
+    _check(Program(seed), backend, seed)
+
+
+@pytest.mark.parametrize("seed", range(100, 125))
+def test_random_reduction_heavy_program_traced_equals_eager(seed, backend):
+    _check(Program(seed), backend, seed, weights=(0.3, 0.25, 0.35, 0.05, 0.05))
+
+
+def _check(prog, backend, seed, **kw):
+    fn = prog.build(**kw)
     rng = np.random.default_rng(seed + 1000)
     arrays = [rng.standard_normal(prog.vals[n]) for n in prog.inputs]
     xe = [torch.tensor(a, requires_grad=True) for a in arrays]

@@ -118,6 +118,13 @@ class KernelSource:
         return self.source
 
 
+def literal(value):
+    """Python source for a constant (repr gives `inf` and `nan`, which are not names in a kernel module)."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return "np.nan" if value != value else ("np.inf" if value > 0 else "-np.inf")
+    return repr(value)
+
+
 def const_namer():
     """`const(value, dtype)` -> the name of a typed module-level constant, and the {key: (name, text)} made."""
     consts = {}
@@ -127,7 +134,7 @@ def const_namer():
             return "True" if value else "False"
         key = (repr(value), dt.np.name)
         if key not in consts:
-            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({value!r})")
+            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({literal(value)})")
         return consts[key][0]
     return const, consts
 

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from ..numba_cpu.codegen import _npname, op_expression
+from ..numba_cpu.codegen import _npname, literal, op_expression
 from . import rt
 
 with open(rt.__file__, "rb") as _f:
@@ -57,7 +57,7 @@ def generate(inputs, outputs, nodes, name, params=False, header=()):
             return f"k{len(param_vals) - 1}"
         key = (repr(value), dt.np.name)
         if key not in consts:
-            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({value!r})")
+            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({literal(value)})")
         return consts[key][0]
 
     def post(text, cdt):
