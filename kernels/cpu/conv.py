@@ -11,35 +11,40 @@ from numpy.lib.stride_tricks import as_strided
 
 
 @numba.njit(cache=True)
+def _tap_range(off, s, size, O):
+    """The output positions o in [lo, hi) whose input position o*s + off lies inside [0, size)."""
+    lo = 0
+    while lo < O and lo * s + off < 0:
+        lo += 1
+    hi = O
+    while hi > lo and (hi - 1) * s + off >= size:
+        hi -= 1
+    return lo, hi
+
+
+@numba.njit(cache=True)
 def col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, out):
-    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that `columns` read from there."""
+    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that `columns` read from there.
+    Rows go through slices indexed from 0 (numba's negative-index check on computed offsets would block
+    vectorization)."""
     N, C, H, W = out.shape
     OH, OW = cols.shape[2], cols.shape[3]
-    for n in range(N):
-        for c in range(C):
-            for h in range(H):
-                for w in range(W):
-                    out[n, c, h, w] = 0
+    out[...] = 0
     for c in range(C):
         for i in range(kh):
+            hlo, hhi = _tap_range(i * dh - ph, sh, H, OH)
             for j in range(kw):
                 row = (c * kh + i) * kw + j
                 off = j * dw - pw
-                lo = 0
-                while lo < OW and lo * sw + off < 0:
-                    lo += 1
-                hi = OW
-                while hi > lo and (hi - 1) * sw + off >= W:
-                    hi -= 1
+                lo, hi = _tap_range(off, sw, W, OW)
+                if lo >= hi:
+                    continue
                 for n in range(N):
-                    for oh in range(OH):
-                        h = oh * sh - ph + i * dh
-                        if h < 0 or h >= H:
-                            continue
-                        src = cols[row, n, oh]
-                        dst = out[n, c, h]
-                        for ow in range(lo, hi):
-                            dst[ow * sw + off] += src[ow]
+                    for oh in range(hlo, hhi):
+                        src = cols[row, n, oh, lo:hi]
+                        dst = out[n, c, oh * sh - ph + i * dh, lo * sw + off:(hi - 1) * sw + off + 1:sw]
+                        for t in range(hi - lo):
+                            dst[t] += src[t]
 
 
 def conv_out_size(size, k, s, p, d):
