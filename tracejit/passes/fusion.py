@@ -7,6 +7,12 @@ Every merge keeps the group convex and the graph of groups acyclic: no path leav
 back into it, even through other groups. A value of the group used outside it becomes an output of the
 fused node (multi-output fusion).
 
+With `rows=True` (the numba CPU backend), row groups are formed first: a reduction over the trailing dims
+of its input (sum, mean, amax, amin, var, logsumexp, softmax, log_softmax) seeds a group that takes in the
+elementwise nodes around it whose values are per element or per row of that reduction's domain, and other
+reductions over the same rows (softmax, layer norm and their backward each become one group). The
+fused node carries `rows=(outer shape, inner shape)`; `backends/numba_cpu/rowgen.py` generates its kernel.
+
 The fused node's op is made on the fly (not registered): kind "fused", `impl` runs the body with the
 reference interpreter, so a fused graph still runs on the interpreter backend.
 """
