@@ -213,15 +213,15 @@ _RAISING = frozenset(("floor_divide", "remainder", "fmod"))
 def _may_raise(n):
     """A fused node with an integer division: its kernel raises on a zero divisor, which numba's parallel
     loops swallow silently, so it runs serially (integer division does not vectorize anyway)."""
-    body = n.attrs.get("body")
-    return body is not None and any(b.op.name in _RAISING and b.outputs[0].dtype.np.kind in "iub"
-                                    for b in body.nodes)
+    return any(b.op.name in _RAISING and b.outputs[0].dtype.np.kind in "iub"
+               for b in getattr(n.attrs.get("body"), "nodes", ()))
 
 
 def _warm(name, disp, n, ks):
     """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
     args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(1, o.dtype.np) for o in n.outputs]
-    extra = [1] * len(ks.extra_args)
+    k = len(ks.extra_args) - ks.n_params
+    extra = [1] * k + list(ks.extra_args[k:])      # dims and strides 1; the graph's float scalars as they are
     fresh = not disp.signatures
     try:
         disp(*args, *extra)
