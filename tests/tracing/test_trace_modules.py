@@ -132,3 +132,21 @@ def test_scheduler_changing_lr_retraces_and_matches_eager(caplog):
     for p, q in zip(me.parameters(), mt.parameters()):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert any("'lr': 0.1 -> 0.05" in r.getMessage() for r in caplog.records)
+
+
+def test_new_learning_rate_retraces_without_compiling_kernels():
+    # Python floats of the graph are kernel arguments: the retrace for a new lr reuses every compiled kernel
+    from tracejit.backends.numba_cpu.executor import compile_stats
+    (me, oe), (mt, ot) = _train_pair(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.5))
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    traced = torch.trace(lambda: _step(mt, ot, x, y), backend="numba")
+    for _ in range(2):
+        np.testing.assert_allclose(traced().item(), _step(me, oe, x, y).item(), rtol=1e-5)
+    before = compile_stats()
+    for lr in (0.05, 0.025):
+        for o in (oe, ot):
+            o.param_groups[0]["lr"] = lr
+        np.testing.assert_allclose(traced().item(), _step(me, oe, x, y).item(), rtol=1e-5)
+    assert compile_stats() == before
+    for p, q in zip(me.parameters(), mt.parameters()):
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)

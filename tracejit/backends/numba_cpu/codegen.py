@@ -57,12 +57,13 @@ def _operand_dtypes(node):
     return [out] * len(ins), out
 
 
-def op_expression(nd, names, dtypes, const, post=None):
+def op_expression(nd, names, dtypes, const, post=None, param=None):
     """The scalar expression of one elementwise body node, from its op's `expr` template.
 
     `names`/`dtypes` map id(Value) -> local variable name / dtype for the values already computed,
     `const(value, dtype)` names a typed constant, `post(text, compute_dtype)` (optional) rewrites the
-    formatted template (the CUDA backend names its per-dtype runtime helpers there). The result is cast to
+    formatted template (the CUDA backend names its per-dtype runtime helpers there), `param(value, dtype)`
+    (optional) names a kernel argument for a Python float operand. The result is cast to
     the node's output dtype. Shared by the CPU and CUDA code generators.
     """
     cdts, rdt = _operand_dtypes(nd)
@@ -72,6 +73,8 @@ def op_expression(nd, names, dtypes, const, post=None):
             args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
         elif x is None:
             args.append("None")
+        elif param is not None and isinstance(x, float) and cdt.is_floating_point:
+            args.append(param(x, cdt))
         else:
             args.append(const(x, cdt))
     op = nd.op
@@ -106,12 +109,13 @@ def op_expression(nd, names, dtypes, const, post=None):
 class KernelSource:
     """Source text plus what the host needs to call it."""
 
-    def __init__(self, name, source, mode, in_kinds, extra_args, size):
+    def __init__(self, name, source, mode, in_kinds, extra_args, size, params=()):
         self.name = name
         self.source = source
-        self.mode = mode              # "flat" or "nd"
-        self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast"
-        self.extra_args = extra_args  # ints appended to each call (dims and strides)
+        self.mode = mode              # "flat", "nd" or "rows"
+        self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast" (rows: "full", "row", "inner", "scalar")
+        self.extra_args = tuple(extra_args) + tuple(params)   # appended to each call: dims and strides, then
+        self.n_params = len(params)                          # the typed values of the graph's float scalars
         self.size = size
 
     def __str__(self):
@@ -123,6 +127,19 @@ def literal(value):
     if isinstance(value, float) and not np.isfinite(value):
         return "np.nan" if value != value else ("np.inf" if value > 0 else "-np.inf")
     return repr(value)
+
+
+def param_namer():
+    """`param(value, dtype)` -> the name of a kernel argument carrying a Python float of the graph (a learning
+    rate, a loss weight), and the list of typed values to pass. The value is not in the source, so a retrace
+    for another learning rate generates the same source and reuses the compiled kernel. One argument per
+    occurrence: merging equal values would make the source depend on them."""
+    values = []
+
+    def param(value, dt):
+        values.append(dt.np.type(value))
+        return f"k{len(values) - 1}"
+    return param, values
 
 
 def const_namer():
@@ -151,6 +168,7 @@ def generate(node, name, fastmath=False):
     out_index = {id(o): k for k, o in enumerate(outs)}
     reductions = []              # (output index, value name, reduced dims)
     const, consts = const_namer()
+    param, params = param_namer()
 
     in_kinds = []
     for v in ins:
@@ -171,7 +189,7 @@ def generate(node, name, fastmath=False):
         if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
             reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
             continue
-        text = op_expression(nd, names, dtypes, const)
+        text = op_expression(nd, names, dtypes, const, param=param)
         o = nd.outputs[0]
         nm = f"v{o.id}"
         names[id(o)] = nm
@@ -208,7 +226,7 @@ def generate(node, name, fastmath=False):
             extra_names += [f"rs{k}_{a}" for a in range(r)]
             extra_args += st
             last_stride[f"acc{k}"] = st[-1]
-    sig = ", ".join(in_args + out_args + extra_names)
+    sig = ", ".join(in_args + out_args + extra_names + [f"k{q}" for q in range(len(params))])
 
     def kernel_fn(fname, rng, flags):
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"]
@@ -287,11 +305,18 @@ def generate(node, name, fastmath=False):
         kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"),
         "",
     ]))
-    ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size)
+    ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size, params)
     ks.parallel_ok = not reductions
     return ks
 
 
+class _Param:
+    def __repr__(self):
+        return "k"
+
+
 def _body_lines(node):
-    from ...ir.graph import format_node
-    return [format_node(m) for m in node.attrs["body"].nodes]
+    """The body as IR text for the kernel's header; Python floats show as `k` (they are kernel arguments)."""
+    from ...ir.graph import Node, format_node
+    return [format_node(Node(m.op, [_Param() if isinstance(i, float) else i for i in m.inputs], m.attrs, m.outputs))
+            for m in node.attrs["body"].nodes]

@@ -220,7 +220,8 @@ def _may_raise(n):
 def _warm(name, disp, n, ks):
     """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
     args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(1, o.dtype.np) for o in n.outputs]
-    extra = [1] * len(ks.extra_args)
+    k = len(ks.extra_args) - ks.n_params
+    extra = [1] * k + list(ks.extra_args[k:])      # dims and strides 1; the graph's float scalars as they are
     fresh = not disp.signatures
     try:
         disp(*args, *extra)

@@ -18,7 +18,7 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import KernelSource, _body_lines, _npname, const_namer, op_expression
+from .codegen import KernelSource, _body_lines, _npname, const_namer, op_expression, param_namer
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
 
@@ -29,6 +29,7 @@ def generate_rows(node, name, fastmath=False):
     R, C = int(np.prod(outer, dtype=np.int64)), int(np.prod(inner, dtype=np.int64))
     ins, outs = node.inputs, node.outputs
     const, consts = const_namer()
+    param, params = param_namer()
     out_index = {id(o): k for k, o in enumerate(outs)}
 
     names, dtypes, level = {}, {}, {}
@@ -62,7 +63,7 @@ def generate_rows(node, name, fastmath=False):
         lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
         op = nd.op.name
         if nd.op.kind == "elementwise" or op == "expand":
-            text = op_expression(nd, names, dtypes, const)
+            text = op_expression(nd, names, dtypes, const, param=param)
             if row_class(o.shape, dom) == "full":
                 elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
             else:
@@ -129,7 +130,8 @@ def generate_rows(node, name, fastmath=False):
         return ["for c in range(C):"] + ["    " + ln for text in lines for ln in text.split("\n")]
 
     def kernel_fn(fname, rng, flags):
-        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))] + ["R", "C"])
+        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))] + ["R", "C"]
+                        + [f"k{q}" for q in range(len(params))])
         rb = ROWS_PER_BLOCK
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
@@ -156,7 +158,7 @@ def generate_rows(node, name, fastmath=False):
         "", "", kernel_fn("kernel", "range", base), "",
         "", kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"), "",
     ])
-    ks = KernelSource(name, src, "rows", in_kinds, (R, C), R * C)
+    ks = KernelSource(name, src, "rows", in_kinds, (R, C), R * C, params)
     ks.parallel_ok = R > 1
     return ks
 
