@@ -138,6 +138,16 @@ def test_traced_cnn_training_matches_eager():
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 
+def test_traced_conv_graph_computes_only_what_is_needed():
+    tj.manual_seed(0)
+    conv = tj.nn.Conv2d(1, 4, 3, padding=1)
+    g = tj.trace(lambda x: conv(x).relu().sum()).graph(tj.randn(2, 1, 6, 6))
+    fwd, bwd = g.compiled_forward.text("f"), g.compiled_backward.text("b")
+    assert "conv2d %0 %1 %2 " in fwd and " add " not in fwd     # the bias is added inside the conv kernel
+    assert "conv2d_backward_weight" in bwd
+    assert "conv2d_backward_input" not in bwd                    # the input needs no gradient
+
+
 # ------------------------------------------------------------------------------ against PyTorch (float32)
 
 torch = pytest.importorskip("torch")
