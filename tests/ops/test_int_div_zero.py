@@ -14,6 +14,7 @@ DIV_OPS = {
     "floordiv": lambda a, b: a // b,
     "mod": lambda a, b: a % b,
     "div_floor": lambda a, b: a.div(b, rounding_mode="floor"),
+    "div_trunc": lambda a, b: a.div(b, rounding_mode="trunc"),
     "floor_divide": lambda a, b: a.floor_divide(b),
     "fmod": lambda a, b: a.fmod(b),
     "remainder": lambda a, b: a.remainder(b),

@@ -504,8 +504,9 @@ def divide(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
-        q = div(input, other)
-        return trunc(q) if q.dtype.is_floating_point else q
+        if D.result_type(input, other).np.kind in "iub":     # integers stay integers (and x / 0 raises)
+            return floor_divide(input - fmod(input, other), other)
+        return trunc(div(input, other))
     raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'")
 
 
