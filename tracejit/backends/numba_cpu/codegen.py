@@ -284,30 +284,32 @@ def generate(node, name, fastmath=False):
         lines += [ind + "    " + s for s in loads + stmts + outs_ + accs]
         return lines + [ind + s for s in post]
 
-    fm = ", fastmath=True" if fastmath else ""
-    base = f"cache=True, nogil=True, error_model='numpy'{fm}"
-    header = [f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
-              f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop",
-              "# generated from:"]
-    header += ["#   " + line for line in _body_lines(node)]
-    src = "\n".join(header + [
-        "import numpy as np",
-        "import numba",
-        "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
-        "",
-    ] + [f"{n} = {v}" for n, v in consts.values()] + [
-        "",
-        "",
-        kernel_fn("kernel", "range", base),
-        "",
-    ] + ([] if reductions else [  # threads would race on the accumulators
-        "",
-        kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"),
-        "",
-    ]))
+    base = njit_flags(fastmath)
+    title = (f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+             f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop")
+    kernels = [kernel_fn("kernel", "range", base)]
+    if not reductions:                     # threads would race on the accumulators
+        kernels.append(kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
+    src = module_source(title, node, consts, kernels)
     ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size, params)
     ks.parallel_ok = not reductions
     return ks
+
+
+def njit_flags(fastmath):
+    return "cache=True, nogil=True, error_model='numpy'" + (", fastmath=True" if fastmath else "")
+
+
+def module_source(title, node, consts, kernels, imports=()):
+    """A kernel module: title, the fused body as IR text, imports, typed constants, the kernel functions."""
+    lines = [title, "# generated from:"] + ["#   " + line for line in _body_lines(node)] + [
+        "import numpy as np",
+        "import numba",
+        "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
+        *imports, ""] + [f"{n} = {v}" for n, v in consts.values()]
+    for k in kernels:
+        lines += ["", "", k]
+    return "\n".join(lines) + "\n"
 
 
 class _Param:

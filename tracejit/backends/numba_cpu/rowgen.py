@@ -18,7 +18,7 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import KernelSource, _body_lines, _npname, const_namer, op_expression, param_namer
+from .codegen import KernelSource, _npname, const_namer, module_source, njit_flags, op_expression, param_namer
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
 
@@ -143,21 +143,12 @@ def generate_rows(node, name, fastmath=False):
         lines += ["            " + ln for text in row for ln in text.split("\n")]
         return "\n".join(lines)
 
-    fm = ", fastmath=True" if fastmath else ""
-    base = f"cache=True, nogil=True, error_model='numpy'{fm}"
-    header = [f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
-              f"{R} rows x {C} ({outs[0].dtype.short}), {npass} passes over each row", "# generated from:"]
-    header += ["#   " + line for line in _body_lines(node)]
-    src = "\n".join(header + [
-        "import numpy as np",
-        "import numba",
-        "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",
-        "from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reductions of a scratch row)",
-        "",
-    ] + [f"{n} = {v}" for n, v in consts.values()] + [
-        "", "", kernel_fn("kernel", "range", base), "",
-        "", kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"), "",
-    ])
+    base = njit_flags(fastmath)
+    title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+             f"{R} rows x {C} ({outs[0].dtype.short}), {npass} passes over each row")
+    src = module_source(title, node, consts, [kernel_fn("kernel", "range", base),
+                                              kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
+                        ["from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
     ks = KernelSource(name, src, "rows", in_kinds, (R, C), R * C, params)
     ks.parallel_ok = R > 1
     return ks
