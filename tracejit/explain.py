@@ -196,7 +196,11 @@ def fusion_groups(graph):
         ops = [m.op.name for m in body.nodes] if body is not None else []
         ins = " ".join(f"%{i.id}:{i.type_str}" for i in n.inputs if isinstance(i, Value))
         outs = " ".join(f"%{o.id}:{o.type_str}" for o in n.outputs)
-        out.append((n.op.name, ops, ins, outs))
+        name = n.op.name
+        if "rows" in n.attrs:              # a row kernel: reductions over the last dims with their elementwise work
+            outer, inner = n.attrs["rows"]
+            name += f" (row kernel, {int(np.prod(outer))} rows x {int(np.prod(inner))})"
+        out.append((name, ops, ins, outs))
     return out
 
 
