@@ -58,6 +58,10 @@ def check_device(dev):
         cuda._require()
 
 
+_new = object.__new__
+_engine = None      # tracejit.autograd.engine, once Tensor.backward first runs
+
+
 class _Version:
     """Version counter shared by a tensor, its views and its detached aliases."""
     __slots__ = ("v",)
@@ -92,14 +96,15 @@ class Tensor:
         self._base = None
         self._hooks = None
         self._retains_grad = False
-        STATE.serial += 1
-        self._serial = STATE.serial
+        state = STATE
+        self._serial = state.serial = state.serial + 1
 
-    @classmethod
-    def _wrap(cls, arr):
-        t = object.__new__(Tensor)
+    @staticmethod
+    def _wrap(arr):
+        """A new tensor over `arr` (not copied): what every eager op returns, so kept to one call."""
         if type(arr) is not np.ndarray and not isinstance(arr, DeviceArray):
             arr = np.asarray(arr)
+        t = _new(Tensor)
         t._init(arr)
         return t
 
@@ -282,8 +287,10 @@ class Tensor:
         return RemovableHandle(self._hooks, key)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        global _engine
+        if _engine is None:
+            from .autograd import engine as _engine    # imports this module: bound on first use
+        _engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
         t = object.__new__(type(self)) if type(self) is Tensor else object.__new__(Tensor)

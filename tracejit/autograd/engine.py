@@ -7,26 +7,27 @@ import sys
 
 import numpy as np
 
-from .. import _dtype as D
+from .._dtype import _FROM_NP
 from .._state import STATE
 from .._tensor import Tensor
-from .graph import AccumulateGrad, edge_of
+from .graph import AccumulateGrad, OpNode, edge_of
 
 
 def _topo(roots):
     """Nodes reachable from `roots`, each before the nodes it feeds gradients to."""
-    order, seen = [], set()
+    order, seen = [], set()     # nodes hash by identity, like id() but without the call
     for root in roots:
-        if root is None or id(root) in seen:
+        if root is None or root in seen:
             continue
-        seen.add(id(root))
+        seen.add(root)
         stack = [(root, iter(root.next_functions))]
         while stack:
             node, it = stack[-1]
             for e in it:
-                if e is not None and id(e[0]) not in seen:
-                    seen.add(id(e[0]))
-                    stack.append((e[0], iter(e[0].next_functions)))
+                if e is not None and e[0] not in seen:
+                    nxt = e[0]
+                    seen.add(nxt)
+                    stack.append((nxt, iter(nxt.next_functions)))
                     break
             else:
                 stack.pop()
@@ -65,43 +66,49 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
     capture = None
     if inputs is not None:
-        capture = {}
+        capture = {}    # (node, output_nr) -> indices into inputs
         for i, t in enumerate(inputs):
             e = edge_of(t)
             if e is not None:
-                capture.setdefault((id(e[0]), e[1]), []).append(i)
+                capture.setdefault(e, []).append(i)
         # run only nodes on a path to a captured edge
         targets = {k[0] for k in capture}
         needed = set()
         for node in reversed(order):
-            if id(node) in targets or any(e is not None and id(e[0]) in needed for e in node.next_functions):
-                needed.add(id(node))
-        order = [n for n in order if id(n) in needed]
+            if node in targets or any(e is not None and e[0] in needed for e in node.next_functions):
+                needed.add(node)
+        order = [n for n in order if n in needed]
     results = [None] * (len(inputs) if inputs is not None else 0)
 
-    buffers = {}
+    buffers = {}    # node -> the gradients of its outputs, summed so far
     for (node, nr), g in root_edges:
-        buf = buffers.setdefault(id(node), [None] * max(getattr(node, "nout", 1), 1))
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * (node.nout or 1)
         buf[nr] = _add(buf[nr], g)
 
     prev = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
     try:
         for node in order:
-            buf = buffers.pop(id(node), None)
+            buf = buffers.pop(node, None)
             if buf is None:
                 continue
-            if node._pre_hooks or node._tensor_hooks or node._retained or type(node) is AccumulateGrad:
+            leaf = type(node) is AccumulateGrad
+            if node._pre_hooks or node._tensor_hooks or node._retained or (leaf and node.variable._hooks):
                 buf = _pre_hooks(node, buf, create_graph)
             if capture is not None:
                 for nr, g in enumerate(buf):
-                    for i in capture.get((id(node), nr), ()):
+                    for i in capture.get((node, nr), ()):
                         results[i] = g
-            if type(node) is AccumulateGrad:
-                if accumulate and (capture is None or (id(node), 0) in capture):
+            if leaf:
+                if accumulate and (capture is None or (node, 0) in capture):
                     _accumulate(node.variable, buf[0], create_graph)
                 continue
-            grads_in = node.apply(buf)
+            if type(node) is OpNode:
+                grads_in = node.op.vjp(node, *buf)      # node.apply(buf), one call less
+            else:
+                grads_in = node.apply(buf)
             if type(grads_in) is not tuple and not isinstance(grads_in, (tuple, list)):
                 grads_in = (grads_in,)
             if node._post_hooks:
@@ -111,8 +118,8 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                         grads_in = r
             if STATE.anomaly:
                 _check_nan(node, grads_in)
-            shapes = getattr(node, "shapes", None)
-            dtypes = getattr(node, "dtypes", None)
+            shapes = node.shapes
+            dtypes = node.dtypes
             i = -1
             for e, g in zip(node.next_functions, grads_in):
                 i += 1
@@ -121,12 +128,12 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                 if shapes is not None and shapes[i] is not None:
                     sh, d = shapes[i], g._data
                     # _fit(g, ...), skipped when a plain array already has the shape and dtype
-                    if type(d) is not np.ndarray or d.shape != sh or D._FROM_NP[d.dtype] is not dtypes[i]:
+                    if type(d) is not np.ndarray or d.shape != sh or _FROM_NP[d.dtype] is not dtypes[i]:
                         g = _fit(g, sh, dtypes[i])
                 nxt, nr = e
-                nb = buffers.get(id(nxt))
+                nb = buffers.get(nxt)
                 if nb is None:
-                    nb = buffers[id(nxt)] = [None] * max(getattr(nxt, "nout", 1), 1)
+                    nb = buffers[nxt] = [None] * (nxt.nout or 1)
                 old = nb[nr]
                 nb[nr] = g if old is None else old + g
             grads_in = g = old = d = None   # only the buffers hold gradients now (see _unseen)

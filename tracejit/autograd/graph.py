@@ -1,6 +1,8 @@
 """The dynamic graph: one Node per recorded op (PyTorch's grad_fn), built while the code runs."""
+import functools
 import weakref
 
+from .._dtype import _FROM_NP
 from .._state import STATE
 from .._tensor import Tensor
 
@@ -35,9 +37,17 @@ class Node:
     _retained = None        # output_nr -> weakref(tensor) (retain_grad)
     _trace = None           # forward stack, recorded in anomaly mode
     next_functions = ()
+    nout = 1                # how many outputs (gradient slots) the node has
+    shapes = None           # per input: the shape and dtype its gradient is fitted to (None: as it comes)
+    dtypes = None
 
     def __init__(self):
-        self.metadata = {}
+        pass
+
+    @functools.cached_property
+    def metadata(self):
+        """A dict for the user's annotations (PyTorch's Node.metadata), made on first use."""
+        return {}
 
     def name(self):
         return type(self).__name__
@@ -79,7 +89,6 @@ class OpNode(Node):
     dtypes = ()
 
     def __init__(self, op, attrs):
-        self.metadata = {}
         self.op = op
         self.attrs = attrs
         self.nout = op.nout
@@ -185,9 +194,15 @@ def record(op, args, outs, attrs):
             if not a._requires_grad:
                 edges.append(None)
             else:       # edge_of(a), inline: this runs for every input of every recorded op
-                edges.append((a.grad_fn, a._output_nr) if a.grad_fn is not None else (accumulate_node(a), 0))
-            shapes.append(a._data.shape if a._data is not None else tuple(a._value.shape))
-            dtypes.append(a.dtype)
+                fn = a.grad_fn
+                edges.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
+            d = a._data
+            if d is not None:   # a.shape and a.dtype, without their properties
+                shapes.append(d.shape)
+                dtypes.append(_FROM_NP[d.dtype])
+            else:
+                shapes.append(tuple(a._value.shape))
+                dtypes.append(a._value.dtype)
         else:
             edges.append(None)
             shapes.append(None)
@@ -199,21 +214,23 @@ def record(op, args, outs, attrs):
     if "i" in saves:
         node._saved_in = args
         reads = op.reads  # which saved inputs the VJP reads the values of: only those are version-checked
-        if reads is None:
-            node._in_versions = tuple([a._version.v if isinstance(a, Tensor) else None for a in args])
-        else:
-            node._in_versions = tuple([a._version.v if isinstance(a, Tensor) and reads(i, args) else None
-                                       for i, a in enumerate(args)])
+        versions = []
+        for i, a in enumerate(args):
+            versions.append(a._version.v if isinstance(a, Tensor) and (reads is None or reads(i, args)) else None)
+        node._in_versions = tuple(versions)
     if "o" in saves:
         node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) for o in outs])
     if STATE.anomaly:
         import traceback
         node._trace = traceback.format_stack()[:-3]
-    for i, o in enumerate(outs):
-        if o.dtype.is_floating_point:
+    i = 0
+    for o in outs:
+        d = o._data
+        if (_FROM_NP[d.dtype] if d is not None else o._value.dtype).is_floating_point:
             o._requires_grad = True
             o.grad_fn = node
             o._output_nr = i
+        i += 1
     return node
 
 

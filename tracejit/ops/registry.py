@@ -79,31 +79,34 @@ class AVal:
 
 def apply(op, *args, **attrs):
     """Run `op` on tensors/scalars: eagerly on numpy, or record it when tracing; then record autograd."""
-    # the hot path of every eager op: no imports, no property calls
-    if STATE.tracer is not None:
-        outs = STATE.tracer.record(op, args, attrs)
+    # the hot path of every eager op: no imports, no property calls, no comprehensions (each is a frame in 3.11)
+    state = STATE
+    if state.tracer is not None:
+        outs = state.tracer.record(op, args, attrs)
     else:
-        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
-        if STATE.profiler is not None:
-            res = STATE.profiler.run(op, arrays, attrs)
+        arrays = []
+        for a in args:
+            arrays.append(a._data if isinstance(a, Tensor) else a)
+        if state.profiler is not None:
+            res = state.profiler.run(op, arrays, attrs)
         else:
             try:
-                if STATE.cuda is None:
+                if state.cuda is None:
                     res = op.impl(*arrays, **attrs)
                 else:                   # a cuda tensor exists somewhere: route by device
-                    res = STATE.cuda(op, arrays, attrs)
+                    res = state.cuda(op, arrays, attrs)
             except (ValueError, IndexError, TypeError) as e:
                 raise _user_error(op, args, e) from None
         if op.nout == 1:
             outs = (_wrap(res),)
         else:
-            outs = tuple(_wrap(r) for r in res)
+            outs = tuple([_wrap(r) for r in res])
         if op.view:
             base = args[0]
             for o in outs:
                 o._version = base._version
                 o._base = base if base._base is None else base._base
-    if STATE.grad_enabled and op.vjp is not None:
+    if state.grad_enabled and op.vjp is not None:
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
                 record(op, args, outs, attrs)
