@@ -15,6 +15,26 @@ from .graph import AccumulateGrad, OpNode, edge_of
 
 def _topo(roots):
     """Nodes reachable from `roots`, each before the nodes it feeds gradients to."""
+    if len(roots) != 1:
+        return _dfs(roots)
+    # one root: walk down while each node feeds a single node (a chain, the common case), then search the rest.
+    # Same order as _dfs(roots): nothing below the walked nodes can reach them back (the graph has no cycles).
+    order = []
+    node = roots[0]
+    while node is not None:
+        nxt = None
+        for e in node.next_functions:
+            if e is not None and e[0] is not nxt:
+                if nxt is not None:
+                    return order + _dfs([node])
+                nxt = e[0]
+        order.append(node)
+        node = nxt
+    return order
+
+
+def _dfs(roots):
+    """_topo by depth-first search: reverse post-order."""
     order, seen = [], set()     # nodes hash by identity, like id() but without the call
     for root in roots:
         if root is None or root in seen:

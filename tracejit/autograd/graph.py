@@ -188,25 +188,20 @@ def edge_of(t):
 def record(op, args, outs, attrs):
     """Attach a grad_fn for `op` to `outs` (called by registry.apply when an input requires grad)."""
     node = OpNode(op, attrs)
-    edges, shapes, dtypes = [], [], []
-    for a in args:
+    n = len(args)
+    edges, shapes, dtypes = [None] * n, [None] * n, [None] * n   # filled by index: no append calls
+    for i, a in enumerate(args):
         if isinstance(a, Tensor):
-            if not a._requires_grad:
-                edges.append(None)
-            else:       # edge_of(a), inline: this runs for every input of every recorded op
+            if a._requires_grad:    # edge_of(a), inline: this runs for every input of every recorded op
                 fn = a.grad_fn
-                edges.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
+                edges[i] = (fn, a._output_nr) if fn is not None else (accumulate_node(a), 0)
             d = a._data
-            if d is not None:   # a.shape and a.dtype, without their properties
-                shapes.append(d.shape)
-                dtypes.append(_FROM_NP[d.dtype])
+            if d is not None:       # a.shape and a.dtype, without their properties
+                shapes[i] = d.shape
+                dtypes[i] = _FROM_NP[d.dtype]
             else:
-                shapes.append(tuple(a._value.shape))
-                dtypes.append(a._value.dtype)
-        else:
-            edges.append(None)
-            shapes.append(None)
-            dtypes.append(None)
+                shapes[i] = tuple(a._value.shape)
+                dtypes[i] = a._value.dtype
     node.next_functions = tuple(edges)
     node.shapes = tuple(shapes)
     node.dtypes = tuple(dtypes)
@@ -214,9 +209,10 @@ def record(op, args, outs, attrs):
     if "i" in saves:
         node._saved_in = args
         reads = op.reads  # which saved inputs the VJP reads the values of: only those are version-checked
-        versions = []
+        versions = [None] * n
         for i, a in enumerate(args):
-            versions.append(a._version.v if isinstance(a, Tensor) and (reads is None or reads(i, args)) else None)
+            if isinstance(a, Tensor) and (reads is None or reads(i, args)):
+                versions[i] = a._version.v
         node._in_versions = tuple(versions)
     if "o" in saves:
         node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) for o in outs])

@@ -84,9 +84,10 @@ def apply(op, *args, **attrs):
     if state.tracer is not None:
         outs = state.tracer.record(op, args, attrs)
     else:
-        arrays = []
-        for a in args:
-            arrays.append(a._data if isinstance(a, Tensor) else a)
+        arrays = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, Tensor):
+                arrays[i] = a._data
         if state.profiler is not None:
             res = state.profiler.run(op, arrays, attrs)
         else:
