@@ -83,7 +83,7 @@ def _broadcast_strides(x, shape):
     """The strides of contiguous, non-empty `x` broadcast to `shape`; None for any other case (numpy handles it,
     and raises if `shape` is not a broadcast of x's)."""
     lead = len(shape) - x.ndim
-    if type(x) is not np.ndarray or lead < 0 or not x.size or not x.flags.c_contiguous:
+    if type(x) is not np.ndarray or lead < 0 or not x.size or not x.flags.c_contiguous or min(shape, default=0) < 0:
         return None
     if not x.ndim:
         return (0,) * lead
@@ -226,6 +226,8 @@ def expand(input, *sizes):
     have = _shape_of(input)
     if sizes == have:
         return input
+    if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
+        return apply(OPS["expand"], input, shape=sizes)
     n, lead = len(sizes), len(sizes) - len(have)
     if lead < 0:
         raise RuntimeError(f"expand: the number of sizes provided ({n}) must be greater or equal to the number of "
