@@ -198,8 +198,8 @@ def fusion_groups(graph):
         outs = " ".join(f"%{o.id}:{o.type_str}" for o in n.outputs)
         name = n.op.name
         if "rows" in n.attrs:              # a row kernel: reductions over the last dims with their elementwise work
-            outer, inner = n.attrs["rows"]
-            name += f" (row kernel, {int(np.prod(outer))} rows x {int(np.prod(inner))})"
+            lead, kept, trail = n.attrs["rows"]
+            name += f" (row kernel, {int(np.prod(kept))} rows x {int(np.prod(lead)) * int(np.prod(trail))})"
         out.append((name, ops, ins, outs))
     return out
 

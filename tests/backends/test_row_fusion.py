@@ -32,6 +32,10 @@ CASES = {
     "two_level": lambda x: ((x - x.mean(-1, keepdim=True)).exp() / (x.exp().sum(-1, keepdim=True))).amax(-1),
     "mse": lambda x: F.mse_loss(x, x * 0.5 + 1.0),
     "cross_entropy": lambda x: F.cross_entropy(x.reshape(-1, 7), tracejit.arange(x.numel() // 7) % 7),
+    # reductions around the kept dim (batch norm's pattern): rows of 4 segments of 7
+    "batch_stats": lambda x: (x - x.mean((0, 2), keepdim=True)) * (x.var((0, 2), keepdim=True) + 1e-5).rsqrt(),
+    "lead_sum_max_lse": lambda x: x.sum((0, 2)) + x.amax((0, 2)) - x.logsumexp((0, 2)) * x.amin((0, 2)),
+    "batch_norm": lambda x: F.batch_norm(x, None, None, W2[:, 0], B[:3], training=True),
 }
 
 
@@ -87,7 +91,7 @@ def test_softmax_layernorm_are_one_kernel_each_way():
     tf(x)
     g = tf.graph(x).entry.fwd_fn.graph
     rows = [n for n in fused_nodes(g) if "rows" in n.attrs]
-    assert rows and all(n.attrs["rows"] == ((16,), (7,)) for n in rows)
+    assert rows and all(n.attrs["rows"] == ((), (16,), (7,)) for n in rows)
     # no reduction of the trailing dim is left outside a row kernel
     loose = [n for n in g.nodes if n.op.kind == "reduction" and row_domain(n)]
     assert loose == [], [n.op.name for n in loose]
@@ -96,7 +100,7 @@ def test_softmax_layernorm_are_one_kernel_each_way():
 
 
 def test_row_class_follows_broadcasting():
-    dom = ((4, 3), (7,))
+    dom = ((), (4, 3), (7,))
     assert row_class((4, 3, 7), dom) == "full"
     assert row_class((4, 3, 1), dom) == "row"
     assert row_class((7,), dom) == "inner"
@@ -104,9 +108,34 @@ def test_row_class_follows_broadcasting():
     assert row_class((1,), dom) == "scalar"
     assert row_class((3, 1), dom) is None          # broadcasts over the first outer dim only: not a row kernel
     assert row_class((4, 3), dom) is None          # a keepdim=False row value lines up with the wrong dims
+    dom = ((4,), (3,), (7,))                       # reduced over dims 0 and 2, as batch norm's statistics
+    assert row_class((4, 3, 7), dom) == "full"
+    assert row_class((3, 1), dom) == "row" and row_class((1, 3, 1), dom) == "row"
+    assert row_class((4, 1, 7), dom) == "inner"
+    assert row_class((7,), dom) is None and row_class((3,), dom) is None
 
 
 def test_large_rows_use_the_parallel_variant_and_agree():
     x = tracejit.randn(1 << 11, 1 << 10)
     f = lambda x: F.softmax(x, -1)  # noqa: E731
     np.testing.assert_allclose(tracejit.trace(f)(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_batch_norm_statistics_and_their_backward_are_row_kernels():
+    bn = tracejit.nn.BatchNorm2d(4)
+    x = tracejit.randn(8, 4, 5, 6, requires_grad=True)
+
+    def step(x):
+        y = bn(x)
+        (y * y).sum().backward()
+        return y, x.grad
+
+    tf = tracejit.trace(step)
+    y, gx = tf(x)
+    x2 = x.detach().clone().requires_grad_()
+    y2, gx2 = step(x2)
+    np.testing.assert_allclose(y.numpy(), y2.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gx.numpy(), gx2.numpy(), rtol=1e-4, atol=1e-4)
+    g = tf.graph(x).entry.fwd_fn.graph
+    assert sum(n.attrs.get("rows") == ((8,), (4,), (5, 6)) for n in fused_nodes(g)) >= 2
+    assert not [n for n in g.nodes if n.op.name in ("mean", "var", "sum")], [n.op.name for n in g.nodes]

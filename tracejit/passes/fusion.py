@@ -7,11 +7,11 @@ Every merge keeps the group convex and the graph of groups acyclic: no path leav
 back into it, even through other groups. A value of the group used outside it becomes an output of the
 fused node (multi-output fusion).
 
-With `rows=True` (the numba CPU backend), row groups are formed first: a reduction over the trailing dims
-of its input (sum, mean, amax, amin, var, logsumexp, softmax, log_softmax) seeds a group that takes in the
+With `rows=True` (the numba CPU backend), row groups are formed first: a reduction whose kept dims form one
+block (the last dims reduced: softmax, layer norm; or the dims around them: batch norm's (0, 2, 3)) of its input (sum, mean, amax, amin, var, logsumexp, softmax, log_softmax) seeds a group that takes in the
 elementwise nodes around it whose values are per element or per row of that reduction's domain, and other
 reductions over the same rows (softmax, layer norm and their backward each become one group). The
-fused node carries `rows=(outer shape, inner shape)`; `backends/numba_cpu/rowgen.py` generates its kernel.
+fused node carries `rows=(lead, kept, trail)` shapes; `backends/numba_cpu/rowgen.py` generates its kernel.
 
 The fused node's op is made on the fly (not registered): kind "fused", `impl` runs the body with the
 reference interpreter, so a fused graph still runs on the interpreter backend.
@@ -75,7 +75,7 @@ def can_reduce(node):
     return node.inputs[0].dtype.is_floating_point and node.outputs[0].dtype.is_floating_point
 
 
-# reductions a row kernel computes (over the trailing dims of a float input), and the attributes each may carry
+# reductions a row kernel computes (see `row_domain`), and the attributes each may carry
 ROW_REDUCTIONS = {"sum": {"dims", "keepdim", "dtype"}, "mean": {"dims", "keepdim", "dtype"},
                   "amax": {"dims", "keepdim"}, "amin": {"dims", "keepdim"},
                   "var": {"dims", "keepdim", "correction"}, "logsumexp": {"dims", "keepdim"},
@@ -83,10 +83,12 @@ ROW_REDUCTIONS = {"sum": {"dims", "keepdim", "dtype"}, "mean": {"dims", "keepdim
 
 
 def row_domain(node):
-    """(outer shape, inner shape) of a reduction over the trailing dims of a float32/64 input, else None.
+    """(lead, kept, trail) shapes of a reduction of a float32/64 input whose kept dims form one block, else None.
 
-    A row kernel loops over the rows (the outer dims, in parallel) and, inside a row, over the inner dims
-    once per dependent reduction level; elementwise work before and after the reduction joins it."""
+    A row kernel has one row per position of the kept dims (the outer loop, in parallel); a row's elements
+    are `lead` segments of `trail` contiguous elements (softmax or layer norm over the last dims: no lead;
+    batch norm over (0, 2, 3): lead N, kept C, trail H*W). Elementwise work before and after the reduction
+    joins it."""
     op = node.op
     if op.name not in ROW_REDUCTIONS or not set(node.attrs) <= ROW_REDUCTIONS[op.name]:
         return None
@@ -96,31 +98,36 @@ def row_domain(node):
     if node.attrs.get("dtype") is not None or node.outputs[0].dtype.np != x.dtype.np:
         return None
     dims = (node.attrs["dim"],) if "dim" in node.attrs else tuple(node.attrs["dims"])
-    k = len(dims)
-    if dims != tuple(range(x.ndim - k, x.ndim)):
+    kept = [d for d in range(x.ndim) if d not in dims]
+    a, b = (kept[0], kept[-1] + 1) if kept else (0, 0)
+    if kept != list(range(a, b)) or (a and "dim" in node.attrs):
         return None
-    outer, inner = tuple(x.shape[:x.ndim - k]), tuple(x.shape[x.ndim - k:])
-    if int(np.prod(inner)) < 2 or int(np.prod(outer)) < 1:
+    dom = tuple(x.shape[:a]), tuple(x.shape[a:b]), tuple(x.shape[b:])
+    lead, rows, trail = (int(np.prod(d)) for d in dom)
+    if trail < 2 or rows < 1:       # a trail of 1 walks memory with a stride: the sum epilogue does better
         return None
-    return outer, inner
+    return dom
 
 
 def row_class(shape, dom):
     """How a value of `shape` is indexed in the row kernel of domain `dom` (numpy broadcasting, right-aligned):
-    "full" (every element), "scalar" (one element), "row" (one per row), "inner" (one per inner position)."""
-    outer, inner = dom
-    full = outer + inner
+    "full" (every element), "scalar" (one element), "row" (one per row: the kept dims), "inner" (one per
+    position of the reduced dims, the same in every row)."""
+    lead, kept, trail = dom
+    full = lead + kept + trail
     shape = tuple(shape)
     if shape == full:
         return "full"
     if len(shape) > len(full):
         return None
     ps = (1,) * (len(full) - len(shape)) + shape
-    if all(d == 1 for d in ps):
+    a, b = len(lead), len(lead) + len(kept)
+    ones = lambda t: all(d == 1 for d in t)  # noqa: E731
+    if ones(ps):
         return "scalar"
-    if ps[:len(outer)] == outer and all(d == 1 for d in ps[len(outer):]):
+    if ps[a:b] == kept and ones(ps[:a]) and ones(ps[b:]):
         return "row"
-    if ps[len(outer):] == inner and all(d == 1 for d in ps[:len(outer)]):
+    if ps[:a] == lead and ps[b:] == trail and ones(ps[a:b]):
         return "inner"
     return None
 
@@ -181,7 +188,7 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
             if isinstance(v, Value) and row_class(v.shape, dom) is None:
                 return False
         # a value made in the group is a per-element or a per-row variable there: it must be read as such
-        one_row = int(np.prod(dom[0])) == 1
+        one_row = int(np.prod(dom[1])) == 1
         for v, p, c in [(v, prod.get(id(v)), j) for v in nd.inputs if isinstance(v, Value)] + \
                 [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
             if p is None or (group_of[p] != gid and p != j) or (group_of[c] != gid and c != j):

@@ -25,8 +25,9 @@ ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scrat
 
 def generate_rows(node, name, fastmath=False):
     body = node.attrs["body"]
-    outer, inner = dom = node.attrs["rows"]
-    R, C = int(np.prod(outer, dtype=np.int64)), int(np.prod(inner, dtype=np.int64))
+    lead, kept, trail = dom = node.attrs["rows"]
+    L, R, T = (int(np.prod(d, dtype=np.int64)) for d in dom)
+    N = L * T                  # elements per row: L segments of T contiguous ones (L == 1: reduced dims trail)
     ins, outs = node.inputs, node.outputs
     const, consts = const_namer()
     param, params = param_namer()
@@ -35,9 +36,9 @@ def generate_rows(node, name, fastmath=False):
     names, dtypes, level = {}, {}, {}
     elem = {}                  # per-element value id -> (statement, ids of the per-element values it reads)
     row_stmts = {}             # level -> statements run once per row after the loop of that level
-    updates = {}               # pass -> statements in that inner loop (each fills a reduction's scratch row)
+    updates = {}               # pass -> (scratch, value): that inner loop fills a reduction's scratch row
     scratch = []               # scratch rows, allocated once per block of rows
-    head = []                  # before the row loop
+    head = ["N = L * T"]       # before the row loop
     in_kinds = []
     for j, v in enumerate(ins):
         kind = row_class(v.shape, dom)
@@ -47,10 +48,8 @@ def generate_rows(node, name, fastmath=False):
             head.append(f"x{j} = in{j}[0]")
         elif kind == "row":
             row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
-        else:
-            if kind == "full":      # a row slice: indexing `in0[b + c]` defeats vectorization (wraparound check)
-                row_stmts.setdefault(0, []).append(f"p{j} = in{j}[b:b + C]")
-            elem[id(v)] = (f"x{j} = {'p' if kind == 'full' else 'in'}{j}[c]", ())
+        else:                   # per element: through a slice of the segment (see `segment`)
+            elem[id(v)] = (f"x{j} = {'p' if kind == 'full' else 'q'}{j}[c]", ())
 
     def deps(nd):
         return tuple(id(v) for v in nd.inputs if id(v) in elem)
@@ -71,28 +70,28 @@ def generate_rows(node, name, fastmath=False):
         else:
             x, t = names[id(nd.inputs[0])], f"t{q}"
             dt = f"np.{_npname(o.dtype)}"
-            j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full"), None)
+            j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full" and L == 1), None)
             if j is None:
-                scratch.append(f"{t} = np.empty(C, np.{_npname(nd.inputs[0].dtype)})")
-                updates.setdefault(lv + 1, []).append(f"{t}[c] = {x}")
+                scratch.append(f"{t} = np.empty(N, np.{_npname(nd.inputs[0].dtype)})")
+                updates.setdefault(lv + 1, []).append((t, x))
             else:           # reduce the input's row slice itself (read-only)
                 t = f"p{j}"
             rs = row_stmts.setdefault(lv + 1, [])
-            n_ = const(float(C), D.float64)
+            n_ = const(float(N), D.float64)
             if op in ("sum", "mean"):
-                rs.append(f"{nm} = {dt}(rsum({t}, C){'' if op == 'sum' else f' / {n_}'})")
+                rs.append(f"{nm} = {dt}(rsum({t}, N){'' if op == 'sum' else f' / {n_}'})")
             elif op == "var":
                 corr = nd.attrs["correction"]
-                den = const(float(C - corr) if C > corr else 0.0, D.float64)
-                rs += [f"m{q} = rsum({t}, C) / {n_}", f"{nm} = {dt}(rsumsq({t}, C, m{q}) / {den})"]
+                den = const(float(N - corr) if N > corr else 0.0, D.float64)
+                rs += [f"m{q} = rsum({t}, N) / {n_}", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
             elif op in ("amax", "amin"):
-                rs.append(f"{nm} = {dt}(r{op[1:]}({t}, C))")
+                rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
                 u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
                 if u != t:
-                    scratch.append(f"{u} = np.empty(C, np.{_npname(o.dtype)})")
-                rs += [f"a{q} = rmax({t}, C)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
-                       f"for c in range(C):\n    {u}[c] = exp({t}[c] - h{q})", f"s{q} = rsum({u}, C)"]
+                    scratch.append(f"{u} = np.empty(N, np.{_npname(o.dtype)})")
+                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
+                       f"for c in range(N):\n    {u}[c] = exp({t}[c] - h{q})", f"s{q} = rsum({u}, N)"]
                 if op == "logsumexp":
                     rs.append(f"{nm} = {dt}(log(s{q})) + h{q}")
                 elif op == "softmax":
@@ -106,17 +105,26 @@ def generate_rows(node, name, fastmath=False):
         if id(o) in out_index:
             k = out_index[id(o)]
             if id(o) in elem:
-                stores.setdefault(lv + 1, []).append((id(o), f"o{k}[c] = {nm}"))
-                row_stmts.setdefault(0, []).append(f"o{k} = out{k}[b:b + C]")
+                stores.setdefault(lv + 1, []).append((id(o), k, nm))
             else:
                 row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
 
     npass = max(list(updates) + list(stores) + list(row_stmts))
     order = [id(v) for v in ins if id(v) in elem] + [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in elem]
 
+    def scratch_row(t):          # where a loop writes a reduction's operand: the row, or this segment of it
+        return t if L == 1 else f"w{t[1:]}"
+
+    def segment(p, need):
+        """Slices of the current segment (the row itself when L == 1) that pass `p` reads and writes."""
+        out = [f"p{j} = in{j}[b:b + T]" if in_kinds[j] == "full" else f"q{j} = in{j}[e:e + T]"
+               for j, v in enumerate(ins) if id(v) in need and (L > 1 or in_kinds[j] != "full")]
+        out += [f"o{k} = out{k}[b:b + T]" for _, k, _ in stores.get(p, [])]
+        return out + ([] if L == 1 else [f"{scratch_row(t)} = {t}[e:e + T]" for t, _ in updates.get(p, [])])
+
     def inner_loop(p):
-        wanted = [vid for line in updates.get(p, []) for vid in _named(line, names, elem)]
-        wanted += [vid for vid, _ in stores.get(p, [])]
+        ups, sts = updates.get(p, []), stores.get(p, [])
+        wanted = [vid for _, x in ups for vid in _named(x, names, elem)] + [vid for vid, _, _ in sts]
         need = set()
         while wanted:
             vid = wanted.pop()
@@ -124,20 +132,24 @@ def generate_rows(node, name, fastmath=False):
                 need.add(vid)
                 wanted.extend(elem[vid][1])
         lines = [elem[vid][0] for vid in order if vid in need]
-        lines += updates.get(p, []) + [st for _, st in stores.get(p, [])]
+        lines += [f"{scratch_row(t)}[c] = {x}" for t, x in ups] + [f"o{k}[c] = {nm}" for _, k, nm in sts]
         if not lines:
             return []
-        return ["for c in range(C):"] + ["    " + ln for text in lines for ln in text.split("\n")]
+        loop = segment(p, need) + ["for c in range(T):"] + ["    " + ln for text in lines for ln in text.split("\n")]
+        if L == 1:
+            return loop
+        return ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + ["    " + ln for ln in loop]
 
     def kernel_fn(fname, rng, flags):
-        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))] + ["R", "C"]
-                        + [f"k{q}" for q in range(len(params))])
+        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))]
+                        + ["R", "L", "T"] + [f"k{q}" for q in range(len(params))])
         rb = ROWS_PER_BLOCK
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         lines += ["        " + s for s in scratch]
         lines.append(f"        for r in range(blk * {rb}, min(R, blk * {rb} + {rb})):")
-        row = ["b = r * C"] + row_stmts.get(0, [])
+        row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j, k in enumerate(in_kinds) if k == "full"]
+               if L == 1 else []) + row_stmts.get(0, [])
         for p in range(1, npass + 1):
             row += inner_loop(p) + row_stmts.get(p, [])
         lines += ["            " + ln for text in row for ln in text.split("\n")]
@@ -145,11 +157,11 @@ def generate_rows(node, name, fastmath=False):
 
     base = njit_flags(fastmath)
     title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
-             f"{R} rows x {C} ({outs[0].dtype.short}), {npass} passes over each row")
+             f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
     src = module_source(title, node, consts, [kernel_fn("kernel", "range", base),
                                               kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
                         ["from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
-    ks = KernelSource(name, src, "rows", in_kinds, (R, C), R * C, params)
+    ks = KernelSource(name, src, "rows", in_kinds, (R, L, T), R * N, params)
     ks.parallel_ok = R > 1
     return ks
 
