@@ -44,6 +44,7 @@ def _harness():
 def _load(name):
     spec = importlib.util.spec_from_file_location(f"tracejit_bench_{name}", os.path.join(BENCHES, f"bench_{name}.py"))
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod        # importable by name: torch.compile (dynamo) looks functions' modules up
     spec.loader.exec_module(mod)
     return mod
 
