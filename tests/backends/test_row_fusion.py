@@ -139,3 +139,12 @@ def test_batch_norm_statistics_and_their_backward_are_row_kernels():
     g = tf.graph(x).entry.fwd_fn.graph
     assert sum(n.attrs.get("rows") == ((8,), (4,), (5, 6)) for n in fused_nodes(g)) >= 2
     assert not [n for n in g.nodes if n.op.name in ("mean", "var", "sum")], [n.op.name for n in g.nodes]
+
+
+def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():
+    from tracejit.passes import fusion
+    x = tracejit.randn(2, fusion.ROW_MAX + 5)
+    f = lambda x: (x * x).sum(-1) + F.softmax(x, -1)[:, 0]  # noqa: E731
+    tf = tracejit.trace(f)
+    np.testing.assert_allclose(tf(x).numpy(), f(x).numpy(), rtol=1e-4)
+    assert not any("rows" in n.attrs for n in fused_nodes(tf.graph(x).entry.fwd_fn.graph))

@@ -75,6 +75,7 @@ def can_reduce(node):
     return node.inputs[0].dtype.is_floating_point and node.outputs[0].dtype.is_floating_point
 
 
+ROW_MAX = 1 << 16                # elements per row of a row kernel (its scratch rows stay in L2)
 # reductions a row kernel computes (see `row_domain`), and the attributes each may carry
 ROW_REDUCTIONS = {"sum": {"dims", "keepdim", "dtype"}, "mean": {"dims", "keepdim", "dtype"},
                   "amax": {"dims", "keepdim"}, "amin": {"dims", "keepdim"},
@@ -105,6 +106,8 @@ def row_domain(node):
     dom = tuple(x.shape[:a]), tuple(x.shape[a:b]), tuple(x.shape[b:])
     lead, rows, trail = (int(np.prod(d)) for d in dom)
     if trail < 2 or rows < 1:       # a trail of 1 walks memory with a stride: the sum epilogue does better
+        return None
+    if lead * trail > ROW_MAX:      # a row's scratch must stay small (a loss over a big batch: sum epilogue)
         return None
     return dom
 
