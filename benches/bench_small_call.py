@@ -61,14 +61,12 @@ def _inputs():
     return np.random.default_rng(0).standard_normal(N, dtype=np.float32)
 
 
-def tracejit_systems(a):
-    """{workload: {system: callable}} for tracejit eager and traced."""
-    chain = make_chain(tracejit)
-    x = tracejit.tensor(a)
-    xg = tracejit.tensor(a, requires_grad=True)
+def _workloads(lib, xg):
+    """The chain, its gradient inside one function, and `f(xg).sum().backward()` for a given f, in `lib`."""
+    chain = make_chain(lib)
 
     def grad_of_sum(x):
-        (g,) = tracejit.autograd.grad(chain(x).sum(), x)
+        (g,) = lib.autograd.grad(chain(x).sum(), x)
         return g
 
     def backward_outer(f):
@@ -77,6 +75,14 @@ def tracejit_systems(a):
             f(xg).sum().backward()
             return xg.grad
         return call
+    return chain, grad_of_sum, backward_outer
+
+
+def tracejit_systems(a):
+    """{workload: {system: callable}} for tracejit eager and traced."""
+    x = tracejit.tensor(a)
+    xg = tracejit.tensor(a, requires_grad=True)
+    chain, grad_of_sum, backward_outer = _workloads(tracejit, xg)
 
     fwd = tracejit.trace(chain, backend="numba")
     inner = tracejit.trace(grad_of_sum, backend="numba")
@@ -97,20 +103,9 @@ def torch_systems(a, quick, notes):
         return {}
     import torch
     H.pin_threads()
-    chain = make_chain(torch)
     x = torch.from_numpy(a.copy())
     xg = torch.from_numpy(a.copy()).requires_grad_()
-
-    def grad_of_sum(x):
-        (g,) = torch.autograd.grad(chain(x).sum(), x)
-        return g
-
-    def backward_outer(f):
-        def call():
-            xg.grad = None
-            f(xg).sum().backward()
-            return xg.grad
-        return call
+    chain, grad_of_sum, backward_outer = _workloads(torch, xg)
 
     out = {"forward": {"torch eager": lambda: chain(x)},
            "grad inside": {"torch eager": lambda: grad_of_sum(xg)},

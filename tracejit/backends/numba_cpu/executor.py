@@ -36,18 +36,13 @@ class CompiledGraph:
         # kernels read constants through their own C-contiguous, writable copies: numba's dispatcher types a
         # read-only or strided array (a broadcast constant: autodiff's ones for sum's backward) in Python, tens
         # of microseconds per call, and its loop does not vectorize. Big ones stay as they are (memory).
-        kslot = slot
+        kslot = dict(slot)                   # the slots fused steps read: copies instead of such constants
         for v, a in graph.consts.items():
             if isinstance(a, np.ndarray) and a.size <= _CONST_COPY_MAX and a.ndim and \
                     not (a.flags.c_contiguous and a.flags.writeable) and \
                     any(n.op.kind == "fused" and any(i is v for i in n.inputs) for n in graph.nodes):
-                if kslot is slot:
-                    kslot = dict(slot)
                 kslot[id(v)] = slot[("kernel copy", id(v))] = len(slot)
                 template_items.append((kslot[id(v)], np.array(a, order="C")))
-        if kslot is not slot:
-            for k in slot:                   # same keys, so len(kslot) == len(slot) (buffers come after)
-                kslot.setdefault(k, slot[k])
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
@@ -97,7 +92,7 @@ class CompiledGraph:
             if id(o) in returned:
                 fixed.append(None)
             else:
-                fixed.append(len(slot) + 2 * len(self._buf_specs))
+                fixed.append(self._nslots + 2 * len(self._buf_specs))
                 self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         _warm(name, disp, n, ks)
