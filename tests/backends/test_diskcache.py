@@ -319,3 +319,53 @@ def test_entry_removed_before_import_is_rewritten(monkeypatch):
     mod = dc.load_module(src)
     assert len(calls) == 2 and os.path.exists(dc.entry_path(src))
     run_kernel(mod, scale=13.0, n=10)
+
+
+def test_fresh_process_traced_program_from_cache(cache_env):
+    """A traced program whose kernels span the ways a cached kernel can depend on numba's runtime (prange
+    variants through the threading layer, a row kernel with scratch rows, an integer division that raises):
+    a second process loads them all without compiling, gets eager's numbers, and still raises on x // 0."""
+    child = """
+        import json, os, sys
+        import numpy as np
+        import tracejit as tj
+        from tracejit.backends import diskcache as dc
+
+        def f(x, w, k, d):
+            y = tj.softmax(tj.tanh(x) * w, dim=-1)
+            return (y * x).sum(), k // d
+
+        rng = np.random.default_rng(0)
+        xs, ws = rng.standard_normal((64, 256), dtype=np.float32), rng.standard_normal(256, dtype=np.float32)
+        k, d = tj.tensor(np.arange(-20, 20)), tj.tensor(np.arange(1, 41))
+
+        def run(fn):
+            x = tj.tensor(xs, requires_grad=True)
+            loss, q = fn(x, tj.tensor(ws), k, d)
+            loss.backward()
+            return float(loss), x.grad.numpy(), q.numpy()
+
+        got, want = run(tj.trace(f)), run(f)
+        try:
+            tj.trace(f)(tj.tensor(xs), tj.tensor(ws), k, tj.tensor(np.arange(40) % 3))
+            raised = ""
+        except RuntimeError as e:
+            raised = str(e)
+        print(json.dumps(dict(compiled=dc.compile_count(), hits=dc.cache_hit_count(),
+                              loss=abs(got[0] - want[0]) / abs(want[0]),
+                              grad=float(np.abs(got[1] - want[1]).max()), q=bool((got[2] == want[2]).all()),
+                              raised=raised)))
+        """
+    env_par = dict(os.environ, TRACEJIT_PARALLEL_MIN="1000")    # the prange variants run at these sizes
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(child)], cwd=ROOT, capture_output=True, text=True,
+                           env=dict(env_par, TRACEJIT_CACHE_DIR=str(cache_env)), timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["compiled"] > 0, cold
+    assert warm["compiled"] == 0 and warm["hits"] >= cold["compiled"], warm
+    for r in runs:
+        assert r["loss"] < 1e-5 and r["grad"] < 1e-5 and r["q"], r
+        assert "ZeroDivisionError" in r["raised"], r

@@ -268,9 +268,18 @@ def _harden(disp):
     if cache is None or cf is None or getattr(cache, "_tj_hardened", False):
         return   # NullCache (cache=False) or an unknown numba layout
     orig_load, orig_save = cache.load_overload, cache.save_overload
+    light = hasattr(cache, "_load_overload")
 
     def load_overload(sig, target_context):
         try:
+            if light:
+                # numba's load_overload first refreshes the target context: it imports and installs every
+                # typing and lowering registry (~0.1 s, the largest cost of a cache hit in a new process)
+                # though rebuilding a cached kernel only links machine code. Linking needs numba's runtime
+                # symbols (NRT); a later compile in this process refreshes the context as usual.
+                from numba.core.runtime import rtsys
+                rtsys.initialize(target_context)
+                return cache._load_overload(sig, target_context)
             return orig_load(sig, target_context)
         except Exception:
             _note_cache_error()
