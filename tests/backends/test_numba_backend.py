@@ -309,3 +309,77 @@ def test_sum_epilogue_fused_into_the_kernel(dims, keepdim):
         assert_same(p, q)
     g = tf.graph(x, b).entry.fwd_fn.graph
     assert any(m.op.name == "sum" for n in fused_nodes(g) for m in n.attrs["body"].nodes)
+
+
+def _kernels(compiled):
+    return [(ks, disp) for _, ks, disp in compiled.kernels]
+
+
+@pytest.mark.parametrize("shape", [(65537,), (81920,), (7, 11701)])
+def test_full_sum_runs_in_chunks_the_same_serially_and_in_threads(shape, monkeypatch):
+    """A loss-like full sum (over more elements than a row kernel takes) fused with elementwise outputs:
+    chunks of CHUNK elements, each summed from a
+    scratch row, partial sums added in chunk order, so the prange variant gives the serial bits."""
+    from tracejit.backends.numba_cpu import codegen
+
+    def fn(x, w):
+        y = tracejit.tanh(x * w) + x * x
+        return y.sum(), y * 3
+
+    rng = np.random.default_rng(sum(shape))
+    x = tracejit.tensor(rng.standard_normal(shape).astype(np.float32))
+    w = tracejit.tensor(np.float32(0.5))
+    outs = {}
+    for variant, par_min in (("serial", 1 << 62), ("parallel", 1)):
+        monkeypatch.setattr(codegen, "PAR_MIN", par_min)
+        tf = tracejit.trace(fn, backend="numba")
+        outs[variant] = [o.numpy() for o in tf(x, w)]
+        (ks, disp), = _kernels(tf.graph(x, w).entry.fwd_fn)
+        assert ks.mode == "chunks" and disp.py_func.__name__ == ("kernel" if variant == "serial" else "kernel_par")
+    for a, b in zip(outs["serial"], outs["parallel"]):
+        np.testing.assert_array_equal(a, b)
+    x64 = x.numpy().astype(np.float64)
+    want = (np.tanh(x64 * 0.5) + x64 * x64).sum()
+    np.testing.assert_allclose(outs["serial"][0], want, rtol=1e-5)
+    for p, q in zip(*both(fn, x, w)):
+        assert_same(p, q)
+
+
+def test_sum_over_a_long_last_dim_with_broadcasting_uses_a_scratch_row():
+    # rows longer than a row kernel takes, and a broadcast input: the nd loop, its summands in a scratch row
+    def fn(x, b):
+        return (tracejit.sigmoid(x + b) * x).sum(1)
+    rng = np.random.default_rng(3)
+    x = tracejit.tensor(rng.standard_normal((3, 70001)).astype(np.float32))
+    b = tracejit.tensor(rng.standard_normal(70001).astype(np.float32))
+    got, want = both(fn, x, b)
+    assert_same(got, want)
+    tf = tracejit.trace(fn, backend="numba")
+    tf(x, b)
+    (ks, _), = _kernels(tf.graph(x, b).entry.fwd_fn)
+    assert ks.mode == "nd" and "rsum(t0" in ks.source
+
+
+def test_views_reach_kernels_as_contiguous_arrays():
+    """A stride-0 cotangent (sum's backward expands a scalar), a strided slice, a read-only array: each kernel
+    keeps the one specialization compiled at trace time (a view would be typed in Python, compiled again at
+    call time and run without vectorizing)."""
+    def fn(x):
+        return tracejit.tanh(x) * x
+    base = np.random.default_rng(4).standard_normal(200002).astype(np.float32)
+    x = tracejit.tensor(base[::2].copy(), requires_grad=True)
+    tf = tracejit.trace(fn, backend="numba")
+    tf(x).sum().backward()
+    g = x.grad.numpy().copy()
+    x.grad = None
+    fn(x).sum().backward()
+    np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-6)
+    strided = tracejit.tensor(base)[::2]
+    ro = base[::2].copy()
+    ro.flags.writeable = False
+    for arg in (strided, tracejit.from_numpy(ro) if hasattr(tracejit, "from_numpy") else strided):
+        np.testing.assert_allclose(tf(arg.detach()).numpy(), fn(arg.detach()).numpy(), rtol=1e-6)
+    gs = tf.graph(x)
+    for compiled in (gs.entry.fwd_fn, gs.entry.bwd_fn):
+        for ks, disp in _kernels(compiled):
+            assert len(disp.signatures) == 1, (ks.name, disp.signatures)

@@ -259,22 +259,21 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
         members[gid] = cur
         for m in cur:
             group_of[m] = gid
-    # reduction epilogues: a float `sum` whose input is made in a group and read nowhere else joins it
-    outputs = set(id(v) for v in g.outputs if isinstance(v, Value))
+    # reduction epilogues: a float `sum` of a value made in a group joins it (the loop accumulates the value
+    # where it is computed; the value is still stored if anything else reads it)
     for gid in [k for k in members if k not in domains]:
         for m in sorted(members[gid]):
             o = nodes[m].outputs[0]
-            cons = consumers.get(id(o), ())
-            if len(cons) != 1 or id(o) in outputs or nodes[m].op.name in BROADCASTS:
+            if nodes[m].op.name in BROADCASTS:
                 continue
-            j = cons[0]
-            r = nodes[j]
-            if not (can_reduce(r) and r.inputs[0] is o and group_of[j] < 0):
-                continue
-            trial = members[gid] | {j}
-            if convex(trial, n):
-                members[gid] = trial
-                group_of[j] = gid
+            for j in consumers.get(id(o), ()):
+                r = nodes[j]
+                if not (can_reduce(r) and r.inputs[0] is o and group_of[j] < 0):
+                    continue
+                trial = members[gid] | {j}
+                if convex(trial, n):
+                    members[gid] = trial
+                    group_of[j] = gid
     groups = [(sorted(s), domains.get(k)) for k, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
     # a group of broadcasts alone would only materialize them: leave those as views
     groups = [(m, d) for m, d in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]

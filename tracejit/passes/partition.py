@@ -28,7 +28,8 @@ def partition(joint, n_fwd_out, n_ct):
             need(i)
     for o in joint.outputs[n_fwd_out:]:
         need(o)
-    bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, set(joint.inputs[:len(joint.inputs) - n_ct]))
+    free = set(joint.inputs[:len(joint.inputs) - n_ct]) | {o for o in joint.outputs[:n_fwd_out] if isinstance(o, Value)}
+    bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, free)
 
     fwd = Graph()
     m = {}
@@ -71,27 +72,52 @@ def _nbytes(v):
     return n
 
 
+MAX_RECOMPUTE = 64     # forward nodes recomputed in the backward for one saved value, at most
+
+
+def _recomputable(n):
+    return n is not None and n.op.kind == "elementwise" and not n.op.random and n.op.nout == 1
+
+
 def rematerialize(joint, bwd_nodes, saved, free):
-    """Recompute cheap elementwise values in the backward instead of saving them, when everything they
-    are computed from is saved anyway or is a forward input (held by the caller): fewer bytes kept alive
-    between forward and backward, one more pass of elementwise work (which fusion absorbs)."""
+    """Recompute cheap elementwise values in the backward instead of saving them, when that keeps fewer bytes
+    alive between forward and backward (and makes the forward write fewer, the backward read fewer).
+
+    For a saved value v, its cone is the elementwise nodes it is computed from, walked back until values the
+    backward has anyway: saved ones, `free` ones (forward inputs and outputs: held by the caller, written
+    anyway), constants, values already recomputed. Where the walk meets a value made by any other op
+    (matmul, a reduction, a random draw), that value must be saved instead: v is recomputed when those new
+    values are fewer bytes than v. One pass of extra elementwise work, which fusion absorbs into the
+    backward's kernels (a 30-op chain saves its input alone, not its 8 intermediate results)."""
     order = {id(n): k for k, n in enumerate(joint.nodes)}
     saved = list(saved)
     bwd = list(bwd_nodes)
+    recomputed = set()      # values the backward computes itself
+    for n in bwd:
+        recomputed.update(n.outputs)
     changed = True
     while changed:
         changed = False
-        have = set(saved) | free | set(joint.consts)
         for v in list(saved):
-            n = v.producer
-            if n is None or n.op.kind != "elementwise" or n.op.random or n.op.nout != 1:
+            if v in free or not _recomputable(v.producer):
                 continue
-            ins = [i for i in n.inputs if isinstance(i, Value)]
-            extra = [i for i in ins if i not in saved and i not in joint.consts]
-            if all(i in have for i in ins) and _nbytes(v) > sum(_nbytes(i) for i in extra if i not in free):
-                saved.remove(v)
-                saved.extend(i for i in extra if i not in saved)
-                bwd.append(n)
-                changed = True
+            have = (set(saved) - {v}) | recomputed
+            cone, extra, stack, seen = [], [], [v], {v}
+            while stack and len(cone) <= MAX_RECOMPUTE:
+                u = stack.pop()
+                cone.append(u.producer)
+                for i in u.producer.inputs:
+                    if not isinstance(i, Value) or i in seen or i in have or i in joint.consts:
+                        continue
+                    seen.add(i)
+                    (stack if i not in free and _recomputable(i.producer) else extra).append(i)
+            if len(cone) > MAX_RECOMPUTE or _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
+                continue
+            saved.remove(v)
+            saved.extend(extra)
+            bwd.extend(cone)
+            for n in cone:
+                recomputed.update(n.outputs)
+            changed = True
     bwd.sort(key=lambda n: order[id(n)])
     return bwd, saved

@@ -191,7 +191,7 @@ class CompiledFunctionBackward(Node):
             ins = [t if k == "data" else t._grad for (k, _), t in zip(e.sources, self.inputs)]
             res = replay(e.joint, ins + list(cts))
             return tuple(res[len(res) - len(e.diff_inputs):])
-        arrays = self.saved + [_kernel_operand(c._data) for c in cts]
+        arrays = self.saved + [c._data for c in cts]
         return tuple(Tensor._wrap(a) for a in e.bwd_fn(arrays))
 
     def release(self):
@@ -372,17 +372,6 @@ class TracedFunction:
 
     def clear_cache(self):
         self.cache.clear()
-
-
-def _kernel_operand(a):
-    """`a`, or a contiguous writable copy of it: incoming gradients are often broadcasts (sum's backward expands
-    a scalar), and numba's dispatcher types a read-only or strided array in Python, tens of us per call. Only
-    small ones: for a big one that is nothing next to the kernel, and a copy would be."""
-    if type(a) is np.ndarray and a.size <= _SMALL:
-        f = a.flags
-        if not (f.c_contiguous and f.writeable):
-            return np.array(a, order="C")
-    return a
 
 
 def _weakrefable(obj):

@@ -22,6 +22,7 @@ from ...ir.graph import Value
 # elements from which the prange variant is used ("off": never; threads hurt on a busy 2-core machine)
 _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
+CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
@@ -179,8 +180,11 @@ def generate(node, name, fastmath=False):
             in_kinds.append("scalar")
         else:
             in_kinds.append("bcast")
-    has_red = any(m.op.name == "sum" for m in body.nodes)
-    mode = "nd" if "bcast" in in_kinds or has_red else "flat"
+    sums = [m for m in body.nodes if m.op.name == "sum"]
+    if sums and "bcast" not in in_kinds and all(len(m.attrs["dims"]) == len(shape) for m in sums):
+        mode = "chunks"          # every sum is a full reduction: flat chunks, each summed on its own
+    else:
+        mode = "nd" if "bcast" in in_kinds or sums else "flat"
 
     names = {id(v): f"x{j}" for j, v in enumerate(ins)}
     dtypes = {id(v): v.dtype for v in ins}
@@ -203,7 +207,10 @@ def generate(node, name, fastmath=False):
     r = len(shape)
     extra_names, extra_args = [], []
     last_stride = {}             # bcast input / accumulator -> its stride along the last dim (0 or 1)
-    if mode == "nd":
+    if mode == "chunks":
+        extra_names.append("n")
+        extra_args.append(size)
+    elif mode == "nd":
         extra_names += [f"d{a}" for a in range(r)]
         extra_args += list(shape)
         for j, (v, kind) in enumerate(zip(ins, in_kinds)):
@@ -233,8 +240,12 @@ def generate(node, name, fastmath=False):
         for j, kind in enumerate(in_kinds):
             if kind == "scalar":
                 lines.append(f"    x{j} = in{j}[0]")
+        if mode == "chunks":
+            return "\n".join(lines + chunk_loops(rng))
         for k, _, _ in reductions:
             lines.append(f"    acc{k} = np.zeros(out{k}.size, np.float64)")
+            if not last_stride[f"acc{k}"]:     # the last dim is reduced: its summands go to a scratch row
+                lines.append(f"    t{k} = np.empty(d{r - 1}, np.float64)")
         if mode == "flat":
             lines.append(f"    for i in {rng}(out0.size):")
             loads = [f"x{j} = in{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"]
@@ -275,24 +286,45 @@ def generate(node, name, fastmath=False):
             if last_stride[f"acc{k}"]:
                 pre.append(f"ga{k} = acc{k}[{off(f'q{k}')}:{off(f'q{k}')} + {n}]")
                 accs.append(f"ga{k}[i{last}] += {src}")
-            else:                               # the last dim is reduced: a running sum
-                pre.append(f"a{k} = 0.0")
-                accs.append(f"a{k} += {src}")
-                post.append(f"acc{k}[{off(f'q{k}')}] += a{k}")
+            else:       # the last dim is reduced: summands to a scratch row (a running sum would not vectorize)
+                accs.append(f"t{k}[i{last}] = {src}")
+                post.append(f"acc{k}[{off(f'q{k}')}] += rsum(t{k}, {n})")
         lines += [ind + s for s in pre]
         lines.append(f"{ind}for i{last} in {rng if last == 0 else 'range'}({n}):")
         lines += [ind + "    " + s for s in loads + stmts + outs_ + accs]
         return lines + [ind + s for s in post]
 
+    def chunk_loops(rng):
+        # CHUNK elements per iteration; a full sum adds up each chunk's summands from a scratch row (the
+        # elementwise loop has no loop-carried dependency, so it vectorizes), keeps one partial sum per chunk,
+        # and adds the partials in chunk order: the same result serially or in threads, whatever their number
+        lines = ["    nc = (n + CHUNK - 1) // CHUNK"]
+        lines += [f"    part{k} = np.empty(nc, np.float64)" for k, _, _ in reductions]
+        lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK", "        m = min(CHUNK, n - lo)"]
+        lines += [f"        f{j} = in{j}[lo:lo + m]" for j, kind in enumerate(in_kinds) if kind == "full"]
+        lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(outs)) if k not in red_outs]
+        lines += [f"        t{k} = np.empty(m, np.float64)" for k, _, _ in reductions]
+        lines.append("        for i in range(m):")
+        body = [f"x{j} = f{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"] + stmts
+        body += [f"g{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        body += [f"t{k}[i] = {src}" for k, src, _ in reductions]
+        lines += ["            " + b for b in body]
+        lines += [f"        part{k}[c] = rsum(t{k}, m)" for k, _, _ in reductions]
+        return lines + [f"    out{k}[0] = rsum(part{k}, nc)" for k, _, _ in reductions]
+
     base = njit_flags(fastmath)
     title = (f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
              f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop")
     kernels = [kernel_fn("kernel", "range", base)]
-    if not reductions:                     # threads would race on the accumulators
+    parallel_ok = not reductions or mode == "chunks"     # nd reductions: threads would race on accumulators
+    if parallel_ok:
         kernels.append(kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
-    src = module_source(title, node, consts, kernels)
+    imports = ["from kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
+    if mode == "chunks":
+        consts["CHUNK"] = ("CHUNK", CHUNK)
+    src = module_source(title, node, consts, kernels, imports)
     ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size, params)
-    ks.parallel_ok = not reductions
+    ks.parallel_ok = parallel_ok
     return ks
 
 

@@ -96,8 +96,16 @@ class CompiledGraph:
                 self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         _warm(name, disp, n, ks)
-        # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us)
+        # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
+        # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(v.shape) == 1 for v in n.inputs)
+        ins = [(slot[id(v)], v.producer is None or v.producer.op.kind != "fused") for v in n.inputs]
+        if flat_in and not any(c for _, c in ins):
+            def operands(env):
+                return [env[s] for s in in_slots]
+        else:
+            def operands(env):
+                return [_operand(env[s]) if c else env[s].reshape(-1) for s, c in ins]
         plan = [(j, s, f, dt, shp, len(shp) == 1) for j, (s, f, (dt, shp)) in enumerate(zip(out_slots, fixed, specs))]
 
         if len(n.outputs) == 1 and fixed[0] is not None:
@@ -106,8 +114,7 @@ class CompiledGraph:
 
             def step(env):
                 try:
-                    disp(*([env[s] for s in in_slots] if flat_in else [env[s].reshape(-1) for s in in_slots]),
-                         env[fb], *extra)
+                    disp(*operands(env), env[fb], *extra)
                 except Exception as e:
                     raise _kernel_error(name, e) from None
                 env[o0] = env[fb + 1]
@@ -132,8 +139,7 @@ class CompiledGraph:
                     env[s] = env[f + 1]
                     flats.append(env[f])
             try:
-                disp(*([env[s] for s in in_slots] if flat_in else [env[s].reshape(-1) for s in in_slots]),
-                     *flats, *extra)
+                disp(*operands(env), *flats, *extra)
             except Exception as e:
                 raise _kernel_error(name, e) from None
         return step
@@ -172,6 +178,17 @@ class CompiledGraph:
     def source(self):
         """The generated source of every kernel, for reading."""
         return "\n\n".join(ks.source for _, ks, _ in self.kernels)
+
+
+def _operand(a):
+    """`a` flattened as kernels are compiled for: C-contiguous and writeable, else a copy. A view (an
+    expanded cotangent such as sum's backward `ones`, a strided slice, a read-only array) would make numba
+    type the call in Python (tens of us), compile another specialization at call time, and run it without
+    vectorizing (a stride-0 cotangent of 4M elements: 70 ms instead of a 3 ms copy and a 10 ms kernel)."""
+    f = a.flags
+    if f.c_contiguous and f.writeable:
+        return a.reshape(-1)
+    return np.array(a, order="C").reshape(-1)
 
 
 def _impl_step(n, slot):
