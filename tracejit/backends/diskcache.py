@@ -13,7 +13,7 @@ module is written to ``<cache_dir()>/tj_<kind>_<sha256(source)[:24]>.py`` and im
 numba keeps the machine code beside it, in ``__pycache__`` (``*.nbi`` index, ``*.nbc`` data). numba's cache
 key covers the kernel's bytecode but not the modules it calls, so ``cache_dir()`` is a per-version folder:
 its name holds the tracejit, numba, llvmlite, numpy and Python versions and a hash of the runtime helpers
-that generated kernels call (``kernels/cpu/vmath.py`` and ``numba_cpu/rt.py``).
+that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, ``numba_cpu/rt.py``).
 
 numba itself raises (no recompile) when an index or data file is truncated or unreadable, and cannot notice
 flipped bytes inside a data file. So the dispatchers of every loaded module get a hardened cache: data files
@@ -74,12 +74,13 @@ def _file_hash(path):
 def _helper_files():
     """The runtime helper modules generated kernels call (numba's cache key does not cover them)."""
     files = []
-    try:
-        spec = importlib.util.find_spec("kernels.cpu.vmath")
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            files.append(spec.origin)
-    except Exception:   # no `kernels` package: nothing to hash
-        pass
+    for mod in ("kernels.cpu.vmath", "kernels.cpu.rows"):
+        try:
+            spec = importlib.util.find_spec(mod)
+            if spec is not None and spec.origin and os.path.isfile(spec.origin):
+                files.append(spec.origin)
+        except Exception:   # no `kernels` package: nothing to hash
+            pass
     rt = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_cpu", "rt.py")
     if os.path.isfile(rt):
         files.append(rt)

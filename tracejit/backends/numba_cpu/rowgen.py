@@ -90,12 +90,13 @@ def generate_rows(node, name, fastmath=False):
                 u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
                 if u != t:
                     scratch.append(f"{u} = np.empty(N, np.{_npname(o.dtype)})")
-                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
+                # the shift skips rmax's NaN scan: a NaN in the row makes its sum, and so every result, NaN
+                rs += [f"a{q} = rshift({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
                        f"for c in range(N):\n    {u}[c] = exp({t}[c] - h{q})", f"s{q} = rsum({u}, N)"]
                 if op == "logsumexp":
                     rs.append(f"{nm} = {dt}(log(s{q})) + h{q}")
                 elif op == "softmax":
-                    rs.append(f"i{q} = 1.0 / s{q}")
+                    rs.append(f"i{q} = {dt}(1.0 / s{q})")
                     elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
                 else:
                     rs.append(f"g{q} = {dt}(log(s{q}))")
@@ -160,7 +161,7 @@ def generate_rows(node, name, fastmath=False):
              f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
     src = module_source(title, node, consts, [kernel_fn("kernel", "range", base),
                                               kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                        ["from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
+                        ["from kernels.cpu.rows import rmax, rmin, rshift, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
     ks = KernelSource(name, src, "rows", in_kinds, (R, L, T), R * N, params)
     ks.parallel_ok = R > 1
     return ks
