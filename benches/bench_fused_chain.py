@@ -1,4 +1,5 @@
-"""Fused elementwise chain tanh(x*w+b)*sigmoid(x)+0.5*x*x, float32, at 4M and 16M elements.
+"""Fused elementwise chain tanh(x*w+b)*sigmoid(x)+0.5*x*x, float32, at 4M and 16M elements; and (in
+`tracejit bench`) the chain's sum with its gradients wrt x, w, b at 1M and 4M.
 
 Systems: numpy, tracejit eager, tracejit traced (numba backend), torch eager and torch.compile (where they
 work here). All systems are first checked to compute the same numbers; then each is timed (median of
@@ -63,6 +64,66 @@ def systems(n):
     return out, notes
 
 
+def np_chain_grads(x, w, b):
+    """d/dx, d/dw, d/db of sum(chain), by hand."""
+    t = np.tanh(x * w + b)
+    s = 1 / (1 + np.exp(-x))
+    dz = s * (1 - t * t)
+    return np.concatenate([dz * w + t * s * (1 - s) + x, dz * x, dz])
+
+
+def grad_systems(n):
+    """The chain's loss (its sum) and the gradients of x, w, b: a training step's shape."""
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    out = {"numpy": lambda: np_chain_grads(x, w, b)}
+    ts = [tracejit.tensor(a, requires_grad=True) for a in (x, w, b)]
+
+    def tj_loss_grads(x, w, b):
+        return tracejit.autograd.grad(tj_chain(x, w, b).sum(), (x, w, b))
+
+    def grads_of(gs):
+        return np.concatenate([g.detach().numpy() for g in gs])
+
+    def backward_outside(f):
+        def go():
+            for t in ts:
+                t.grad = None
+            f(*ts).sum().backward()
+            return grads_of([t.grad for t in ts])
+        return go
+    out["tracejit eager"] = backward_outside(tj_chain)
+    inside = tracejit.trace(tj_loss_grads, backend="numba")
+    out["tracejit traced (grad inside)"] = lambda: grads_of(inside(*ts))
+    out["tracejit traced, y.sum().backward()"] = backward_outside(tracejit.trace(tj_chain, backend="numba"))
+    notes = []
+    try:
+        import torch
+        torch.set_num_threads(os.cpu_count() or 1)
+        ps = [torch.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+
+        def t_chain(x, w, b):
+            return torch.tanh(x * w + b) * torch.sigmoid(x) + 0.5 * x * x
+
+        def torch_step(f):
+            def go():
+                for p in ps:
+                    p.grad = None
+                f(*ps).sum().backward()
+                return np.concatenate([p.grad.numpy() for p in ps])
+            return go
+        out["torch eager"] = torch_step(t_chain)
+        try:
+            tc = torch.compile(t_chain)
+            torch_step(tc)()
+            out["torch.compile"] = torch_step(tc)
+        except Exception as e:
+            notes.append(f"torch.compile unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+    except ImportError:
+        notes.append("torch not installed")
+    return out, notes
+
+
 def run(quick=False):
     """For `tracejit bench`: the chain at several sizes through the shared harness (checked, then timed)."""
     import harness as H
@@ -79,6 +140,16 @@ def run(quick=False):
                          work={"bytes": 4 * 4 * n}, roof_loop=None)
         for line in notes:
             out.append(H.Result("fused_chain", "-", line, f"{n}", None, note=line))
+    for n in ([1 << 20] if quick else [1 << 20, 1 << 22]):
+        fns, notes = grad_systems(n)
+        if quick:
+            fns.pop("torch.compile", None)
+        H.check_same({k: f() for k, f in fns.items()}, rtol=1e-4, atol=1e-4, label=f"fused_chain grads n={n}")
+        out += H.compare(fns, "fused_chain_grad", "sum(chain) and its grads wrt x, w, b", f"{n}",
+                         baseline="tracejit eager", repeat=5 if quick else 15, min_sample=0.01 if quick else 0.05,
+                         work={"bytes": 6 * 4 * n}, roof_loop=None)
+        for line in notes:
+            out.append(H.Result("fused_chain_grad", "-", line, f"{n}", None, note=line))
     return out
 
 
