@@ -111,7 +111,7 @@ def rematerialize(joint, bwd_nodes, saved, free):
                         continue
                     seen.add(i)
                     (stack if i not in free and _recomputable(i.producer) else extra).append(i)
-            if len(cone) > MAX_RECOMPUTE or _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
+            if stack or len(cone) > MAX_RECOMPUTE or _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
                 continue
             saved.remove(v)
             saved.extend(extra)
