@@ -383,3 +383,45 @@ def test_views_reach_kernels_as_contiguous_arrays():
     for compiled in (gs.entry.fwd_fn, gs.entry.bwd_fn):
         for ks, disp in _kernels(compiled):
             assert len(disp.signatures) == 1, (ks.name, disp.signatures)
+
+
+def test_in_place_updates_are_written_into_the_inputs_arrays():
+    """An SGD step's new parameters are written by the kernel into the parameters' own arrays (no fresh output,
+    no copy back), and where that is not safe or possible the result is still eager's."""
+    rng = np.random.default_rng(6)
+    ws = [rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)]
+
+    def step(x, params):
+        loss = (tracejit.tanh(x @ params[0] + params[1]) ** 2).sum()
+        loss.backward()
+        with tracejit.no_grad():
+            for p in params:
+                p -= 0.1 * p.grad
+                p.grad = None
+        return loss.detach()
+
+    x = tracejit.tensor(rng.standard_normal((16, 64)).astype(np.float32))
+    eager = [tracejit.tensor(w.copy(), requires_grad=True) for w in ws]
+    traced = [tracejit.tensor(w.copy(), requires_grad=True) for w in ws]
+    arrays = [p._data for p in traced]
+    tf = tracejit.trace(lambda x: step(x, traced), backend="numba")
+    for _ in range(3):
+        np.testing.assert_allclose(tf(x).numpy(), step(x, eager).numpy(), rtol=1e-5)
+        for a, b in zip(traced, eager):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=2e-5)
+    assert all(p._data is a for p, a in zip(traced, arrays))
+    assert len(tf.graph(x).entry.fwd_fn._donated) == 2
+
+    # the old value read after the update (by a matmul that needs the new value), a strided parameter:
+    # no donation, or a copy back
+    def reads_old(w, z):
+        old = w * 1.0
+        w.mul_(2.0)
+        return old @ (w.t() @ z)
+    base = rng.standard_normal((6, 12)).astype(np.float32)
+    for w_t in (tracejit.tensor(base[:, :6].copy()), tracejit.from_numpy(base[:, ::2])):   # strided memory
+        z = tracejit.tensor(rng.standard_normal((6, 3)).astype(np.float32))
+        w_e = tracejit.tensor(w_t.numpy().copy())
+        got = tracejit.trace(reads_old, backend="numba")(w_t, z)
+        np.testing.assert_allclose(got.numpy(), reads_old(w_e, z).numpy(), rtol=1e-5)
+        np.testing.assert_allclose(w_t.numpy(), w_e.numpy(), rtol=1e-6)

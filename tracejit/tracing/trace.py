@@ -333,7 +333,8 @@ class TracedFunction:
             a = outs[k]
             k += 1
             if kind == "data":
-                _copy_back(t._data, a)
+                if a is not t._data:        # (a kernel wrote it in place: see CompiledGraph's donate)
+                    _copy_back(t._data, a)
                 t._version.v += 1
             elif kind == "adopt":
                 _copy_back(t._data, a)
@@ -550,7 +551,17 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         backend = cuda_backend(backend_name)
     else:
         backend = get_backend(backend_name)
-    e.fwd_fn = backend.compile(e.fwd)
+    if getattr(backend, "donates", False):
+        # the new value of an input updated in place may be written into that input's array (see CompiledGraph)
+        donate, k = {}, len(out_vals)
+        for src, kind in e.writeback:
+            if kind != "grad_none":
+                if kind == "data":
+                    donate[k] = src
+                k += 1
+        e.fwd_fn = backend.compile(e.fwd, donate=donate)
+    else:
+        e.fwd_fn = backend.compile(e.fwd)
     e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
     if hasattr(e.bwd_fn, "keep_returned") and all(int(np.prod(getattr(v, "shape", ()))) <= _SMALL for v in e.bwd.outputs):
         e.bwd_fn.keep_returned = False       # (see CompiledGraph.keep_returned)

@@ -9,7 +9,8 @@ __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
 
 class NumbaBackend:
     name = "numba"
+    donates = True      # compile() takes `donate`: see CompiledGraph
 
-    def compile(self, graph):
+    def compile(self, graph, donate=None):
         fused = fusion(graph, rows=True)
-        return CompiledGraph(fused, fastmath=getattr(config, "fastmath", False))
+        return CompiledGraph(fused, fastmath=getattr(config, "fastmath", False), donate=donate)

@@ -113,7 +113,7 @@ class KernelSource:
     def __init__(self, name, source, mode, in_kinds, extra_args, size, params=()):
         self.name = name
         self.source = source
-        self.mode = mode              # "flat", "nd" or "rows"
+        self.mode = mode              # "flat", "nd", "chunks" or "rows"
         self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast" (rows: "full", "row", "inner", "scalar")
         self.extra_args = tuple(extra_args) + tuple(params)   # appended to each call: dims and strides, then
         self.n_params = len(params)                          # the typed values of the graph's float scalars

@@ -18,8 +18,13 @@ from .. import diskcache as _cache
 
 
 class CompiledGraph:
-    def __init__(self, graph, fastmath=False):
+    """`donate`: {output index: input index} of outputs that replace an input (an in-place update such as
+    `p -= lr * p.grad`, functionalized): a kernel may write such an output straight into the input's array
+    (see _donations), so the caller's copy back is skipped and no fresh array is allocated."""
+
+    def __init__(self, graph, fastmath=False, donate=None):
         self.graph = graph
+        self._donated = _donations(graph, donate) if donate else {}
         self.kernels = []          # (name, KernelSource, dispatcher)
         slot = {}
 
@@ -87,8 +92,11 @@ class CompiledGraph:
         size = ks.size
         # outputs: reused buffers (intermediates) or fresh arrays (returned to the caller)
         # a buffer lives in two env slots after the values: flat array, then its N-d view
-        fixed = []
+        fixed, donor = [], []
         for o in n.outputs:
+            u = self._donated.get(id(o))
+            donor.append(slot[id(u)] if u is not None and ks.mode != "rows" and
+                         ks.in_kinds[next(j for j, i in enumerate(n.inputs) if i is u)] == "full" else None)
             if id(o) in returned:
                 fixed.append(None)
             else:
@@ -106,7 +114,8 @@ class CompiledGraph:
         else:
             def operands(env):
                 return [_operand(env[s]) if c else env[s].reshape(-1) for s, c in ins]
-        plan = [(j, s, f, dt, shp, len(shp) == 1) for j, (s, f, (dt, shp)) in enumerate(zip(out_slots, fixed, specs))]
+        plan = [(j, s, f, dt, shp, len(shp) == 1, d)
+                for j, (s, f, (dt, shp), d) in enumerate(zip(out_slots, fixed, specs, donor))]
 
         if len(n.outputs) == 1 and fixed[0] is not None:
             fb, = fixed
@@ -124,7 +133,13 @@ class CompiledGraph:
 
         def step(env):
             flats = []
-            for j, s, f, dt, shp, one_d in plan:
+            for j, s, f, dt, shp, one_d, d in plan:
+                if d is not None:
+                    a = env[d]          # the array of the input this output replaces, when the kernel can take it
+                    if type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable:
+                        env[s] = a
+                        flats.append(a if one_d else a.reshape(-1))
+                        continue
                 if f is None:
                     # reuse last call's array when nobody else holds it (nor a view of it): refs are
                     # `last`, `a` and getrefcount's argument
@@ -178,6 +193,30 @@ class CompiledGraph:
     def source(self):
         """The generated source of every kernel, for reading."""
         return "\n\n".join(ks.source for _, ks, _ in self.kernels)
+
+
+def _donations(graph, donate):
+    """{id(output value): input value} for the outputs of `donate` ({output index: input index}) a fused node
+    may write into the input's own array: the input has the output's shape and dtype, is read by no node after
+    that one and is not an output itself (saved for a backward, say), and the output is returned once. Inside
+    the kernel each element of the input is then read before the same element is written (checked by the
+    caller: an elementwise loop, the input read at the output's index, not a row kernel's passes)."""
+    last_use = {}
+    for k, n in enumerate(graph.nodes):
+        for i in n.inputs:
+            if isinstance(i, Value):
+                last_use[id(i)] = k
+    where = {id(n): k for k, n in enumerate(graph.nodes)}
+    out_ids = [id(v) for v in graph.outputs if isinstance(v, Value)]
+    res = {}
+    for j, i in donate.items():
+        v, u = graph.outputs[j], graph.inputs[i]
+        n = getattr(v, "producer", None)
+        if n is None or n.op.kind != "fused" or out_ids.count(id(v)) != 1 or id(u) in out_ids:
+            continue
+        if tuple(v.shape) == tuple(u.shape) and v.dtype == u.dtype and last_use.get(id(u)) == where[id(n)]:
+            res[id(v)] = u
+    return res
 
 
 def _operand(a):
