@@ -111,6 +111,15 @@ class CompiledGraph:
         if flat_in and not any(c for _, c in ins):
             def operands(env):
                 return [env[s] for s in in_slots]
+        elif flat_in:
+            def operands(env):
+                out = [env[s] for s in in_slots]
+                for j, (_, c) in enumerate(ins):
+                    if c:
+                        f = out[j].flags
+                        if not (f.c_contiguous and f.writeable):
+                            out[j] = _operand(out[j])
+                return out
         else:
             def operands(env):
                 return [_operand(env[s]) if c else env[s].reshape(-1) for s, c in ins]
