@@ -83,6 +83,7 @@ def _eager(np_fn, rule):
             return np_fn(x, **attrs)
         return impl
     fast = rule in ("promote", "float", "bool")   # rules whose result `_uncast_dtype` can stand in for
+    ufunc = isinstance(np_fn, np.ufunc) and np_fn.nout == 1
     to_float, to_bool = rule == "float", rule == "bool"
 
     def impl(*args, **attrs):
@@ -92,7 +93,16 @@ def _eager(np_fn, rule):
         else:
             cdt, odt = _compute_dtype(rule, args)
             npd = cdt.np
-            args = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
+            cast = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
+            if ufunc and odt is cdt and not attrs:
+                # write the result into a cast copy of the output's shape (a float * bool mask, say): a fresh
+                # big output costs more in page faults than the multiply (numpy elides such temporaries in
+                # `a * b`, not in a ufunc call)
+                shape = np.broadcast_shapes(*[np.shape(a) for a in cast])
+                for a, c in zip(args, cast):
+                    if c is not a and c.shape == shape:
+                        return np_fn(*cast, out=c)
+            args = cast
         out = np_fn(*args, **attrs)
         if out.dtype != odt.np:
             out = np.asarray(out).astype(odt.np)
