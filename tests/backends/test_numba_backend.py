@@ -425,3 +425,19 @@ def test_in_place_updates_are_written_into_the_inputs_arrays():
         got = tracejit.trace(reads_old, backend="numba")(w_t, z)
         np.testing.assert_allclose(got.numpy(), reads_old(w_e, z).numpy(), rtol=1e-5)
         np.testing.assert_allclose(w_t.numpy(), w_e.numpy(), rtol=1e-6)
+
+
+def test_no_donation_into_an_input_another_input_views():
+    # w and a view of its memory are both arguments: updating w in its own array would change what the
+    # program reads through the view; those calls take the copy back (the program acts on copies)
+    def f(w, v):
+        w.mul_(2.0)
+        return v * w.sum()          # (more elements than a row kernel takes: a chunked sum, then v's kernel)
+    base = np.linspace(1, 2, 70001, dtype=np.float32)
+    for shared in (True, False):
+        w = tracejit.tensor(base.copy())
+        v = tracejit.from_numpy(w.numpy()[::-1]) if shared else tracejit.tensor(base[::-1].copy())
+        want = base[::-1] * (2 * base.astype(np.float64).sum())
+        got = tracejit.trace(f, backend="numba")(w, v)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+        np.testing.assert_allclose(w.numpy(), 2 * base, rtol=1e-6)

@@ -52,6 +52,8 @@ class CompiledGraph:
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
         self._buf_specs = []       # (size, numpy dtype, shape) per intermediate buffer
+        # per call: may donated outputs be written into their inputs' arrays (no two inputs share memory)?
+        self._ok_slot = slot[("donation ok",)] = len(slot) if self._donated else None
         self._nslots = len(slot)
         self._pool = []            # free buffer sets: one per concurrent call (normally exactly one)
         # keep each returned array, to reuse it when the caller dropped it. Off for a backward program with small
@@ -139,11 +141,12 @@ class CompiledGraph:
             return step
 
         last = [None] * len(out_slots)      # the array each returned output got last call
+        ok = self._ok_slot
 
         def step(env):
             flats = []
             for j, s, f, dt, shp, one_d, d in plan:
-                if d is not None:
+                if d is not None and env[ok]:
                     a = env[d]          # the array of the input this output replaces, when the kernel can take it
                     if type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable:
                         env[s] = a
@@ -183,6 +186,8 @@ class CompiledGraph:
         env = self._template + bufs
         for s, a in zip(self._in_slots, arrays):
             env[s] = a
+        if self._ok_slot is not None:
+            env[self._ok_slot] = _distinct_memory(arrays)
         for step in self._steps:
             step(env)
         res = [env[x] if is_slot else x for is_slot, x, _ in self._outs]
@@ -226,6 +231,14 @@ def _donations(graph, donate):
         if tuple(v.shape) == tuple(u.shape) and v.dtype == u.dtype and last_use.get(id(u)) == where[id(n)]:
             res[id(v)] = u
     return res
+
+
+def _distinct_memory(arrays):
+    """No two of the input arrays are the same memory or views of it: a donated input's array must not be
+    read again through another input after its kernel wrote it (arguments that alias each other then get
+    the copy back, as if the program ran on copies)."""
+    owners = [a if a.base is None else a.base for a in arrays if type(a) is np.ndarray]
+    return len(set(map(id, owners))) == len(owners)
 
 
 def _operand(a):
