@@ -721,15 +721,16 @@ def tanh_f64(x):
 @njit(**_OPTS)
 def sigmoid_f32(x):
     """1/(1+exp(-x)) for float32: num/(1+e), e = exp(-|x|), num = 1 (x >= 0)
-    or e (x < 0), with the rounding error of 1+e and of the division
-    compensated."""
+    or e (x < 0), with the rounding error of 1+e and of the quotient
+    compensated (one division)."""
     e = exp_f32(-_fabs(x))
     d = _F_1 + e
     dl = (_F_1 - d) + e              # exact: d + dl == 1 + e
     num = _F_1 if x >= _F_0 else e
-    q = num / d
+    r = _F_1 / d                     # one division: the correction below only needs 1/d roughly
+    q = num * r
     rem = num - q * d                # exact with FMA
-    y = q + (rem - q * dl) / d
+    y = q + (rem - q * dl) * r
     return x if x != x else y
 
 
@@ -740,9 +741,10 @@ def sigmoid_f64(x):
     d = 1.0 + e
     dl = (1.0 - d) + e
     num = 1.0 if x >= 0.0 else e
-    q = num / d
+    r = 1.0 / d
+    q = num * r
     rem = num - q * d
-    y = q + (rem - q * dl) / d
+    y = q + (rem - q * dl) * r
     return x if x != x else y
 
 
