@@ -125,31 +125,26 @@ def grad_systems(n):
 
 
 def run(quick=False):
-    """For `tracejit bench`: the chain at several sizes through the shared harness (checked, then timed)."""
+    """For `tracejit bench`: the chain at several sizes, then its loss and gradients, through the shared harness
+    (checked, then timed)."""
     import harness as H
     H.pin_threads()
     out = []
-    sizes = [1 << 10, 1 << 20] if quick else [1 << 10, 1 << 16, 1 << 20, 1 << 22, 1 << 24]
-    for n in sizes:
-        fns, notes = systems(n)
-        if quick:
-            fns.pop("torch.compile", None)
-        H.check_same({k: f() for k, f in fns.items()}, rtol=1e-5, atol=1e-5, label=f"fused_chain n={n}")
-        out += H.compare(fns, "fused_chain", "tanh(x*w+b)*sigmoid(x)+0.5*x*x", f"{n}",
-                         baseline="tracejit eager", repeat=5 if quick else 15, min_sample=0.01 if quick else 0.05,
-                         work={"bytes": 4 * 4 * n}, roof_loop=None)
-        for line in notes:
-            out.append(H.Result("fused_chain", "-", line, f"{n}", None, note=line))
-    for n in ([1 << 20] if quick else [1 << 20, 1 << 22]):
-        fns, notes = grad_systems(n)
-        if quick:
-            fns.pop("torch.compile", None)
-        H.check_same({k: f() for k, f in fns.items()}, rtol=1e-4, atol=1e-4, label=f"fused_chain grads n={n}")
-        out += H.compare(fns, "fused_chain_grad", "sum(chain) and its grads wrt x, w, b", f"{n}",
-                         baseline="tracejit eager", repeat=5 if quick else 15, min_sample=0.01 if quick else 0.05,
-                         work={"bytes": 6 * 4 * n}, roof_loop=None)
-        for line in notes:
-            out.append(H.Result("fused_chain_grad", "-", line, f"{n}", None, note=line))
+    workloads = [("fused_chain", "tanh(x*w+b)*sigmoid(x)+0.5*x*x", systems, 1e-5, 4,
+                  [1 << 10, 1 << 20] if quick else [1 << 10, 1 << 16, 1 << 20, 1 << 22, 1 << 24]),
+                 ("fused_chain_grad", "sum(chain) and its grads wrt x, w, b", grad_systems, 1e-4, 6,
+                  [1 << 20] if quick else [1 << 20, 1 << 22])]
+    for bench, name, make, tol, arrays_moved, sizes in workloads:
+        for n in sizes:
+            fns, notes = make(n)
+            if quick:
+                fns.pop("torch.compile", None)
+            H.check_same({k: f() for k, f in fns.items()}, rtol=tol, atol=tol, label=f"{bench} n={n}")
+            out += H.compare(fns, bench, name, f"{n}", baseline="tracejit eager", repeat=5 if quick else 15,
+                             min_sample=0.01 if quick else 0.05, work={"bytes": arrays_moved * 4 * n},
+                             roof_loop=None)
+            for line in notes:
+                out.append(H.Result(bench, "-", line, f"{n}", None, note=line))
     return out
 
 

@@ -7,8 +7,9 @@ Every merge keeps the group convex and the graph of groups acyclic: no path leav
 back into it, even through other groups. A value of the group used outside it becomes an output of the
 fused node (multi-output fusion).
 
-With `rows=True` (the numba CPU backend), row groups are formed first: a reduction whose kept dims form one
-block (the last dims reduced: softmax, layer norm; or the dims around them: batch norm's (0, 2, 3)) of its input (sum, mean, amax, amin, var, logsumexp, softmax, log_softmax) seeds a group that takes in the
+With `rows=True` (the numba CPU backend), row groups are formed first: a reduction (sum, mean, amax, amin,
+var, logsumexp, softmax, log_softmax) whose kept dims form one block of its input (the last dims reduced:
+softmax, layer norm; or the dims around them: batch norm's (0, 2, 3)) seeds a group that takes in the
 elementwise nodes around it whose values are per element or per row of that reduction's domain, and other
 reductions over the same rows (softmax, layer norm and their backward each become one group). The
 fused node carries `rows=(lead, kept, trail)` shapes; `backends/numba_cpu/rowgen.py` generates its kernel.
@@ -107,7 +108,7 @@ def row_domain(node):
     lead, rows, trail = (int(np.prod(d)) for d in dom)
     if trail < 2 or rows < 1:       # a trail of 1 walks memory with a stride: the sum epilogue does better
         return None
-    if lead * trail > ROW_MAX:      # a row's scratch must stay small (a loss over a big batch: sum epilogue)
+    if lead * trail > ROW_MAX:      # a row's scratch must stay small (a bigger full sum: codegen's chunks)
         return None
     return dom
 

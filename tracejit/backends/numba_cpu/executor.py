@@ -53,7 +53,9 @@ class CompiledGraph:
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
         self._buf_specs = []       # (size, numpy dtype, shape) per intermediate buffer
         # per call: may donated outputs be written into their inputs' arrays (no two inputs share memory)?
-        self._ok_slot = slot[("donation ok",)] = len(slot) if self._donated else None
+        self._ok_slot = None
+        if self._donated:
+            self._ok_slot = slot[("donation ok",)] = len(slot)
         self._nslots = len(slot)
         self._pool = []            # free buffer sets: one per concurrent call (normally exactly one)
         # keep each returned array, to reuse it when the caller dropped it. Off for a backward program with small
