@@ -133,6 +133,32 @@ def test_fused_chain_is_one_kernel_and_readable():
     assert "cluster_fused_0" in g.to_dot()
 
 
+def test_kernels_of_the_same_structure_share_one_compilation():
+    # the SGD update of parameters of different shapes, in programs whose value ids differ: one module, one
+    # dispatcher; the readable source still names each kernel's own shape and IR values
+    ps = [tracejit.randn(*s) for s in ((16, 8), (8,), (3, 5, 2))]
+    gs = [tracejit.randn(*p.shape) for p in ps]
+
+    def step(p, g):
+        return p - 0.1 * g
+
+    def other(a, p, g):
+        return a @ a, step(p, g)         # the same update in a program that numbers its values otherwise
+
+    kernels = []
+    for p, g in zip(ps, gs):
+        tf = tracejit.trace(step, backend="numba")
+        assert_same(tf(p, g), p - 0.1 * g)
+        kernels.append(tf.graph(p, g).entry.fwd_fn.kernels[0])
+    a = tracejit.randn(4, 4)
+    tf = tracejit.trace(other, backend="numba")
+    assert_same(tf(a, ps[0], gs[0])[1], step(ps[0], gs[0]))
+    kernels += tf.graph(a, ps[0], gs[0]).entry.fwd_fn.kernels
+    assert len(kernels) == 4 and all(k[2] is kernels[0][2] for k in kernels)
+    assert "f32[16,8]" in kernels[0][1].source and "f32[3,5,2]" in kernels[2][1].source
+    assert "f32[16,8]" not in kernels[0][1].code
+
+
 def test_multi_output_fusion_and_convexity():
     def fn(x, y):
         a = x * y

@@ -108,11 +108,15 @@ def op_expression(nd, names, dtypes, const, post=None, param=None):
 
 
 class KernelSource:
-    """Source text plus what the host needs to call it."""
+    """Source text plus what the host needs to call it. `code` is the module numba compiles: it names nothing
+    of the graph (no value ids, shapes or kernel name), so kernels of the same structure (the SGD update of
+    every parameter, a ReLU mask per layer) share one module and one compilation. `source` adds a header
+    for readers: the kernel's name, shape and the IR body it was generated from."""
 
-    def __init__(self, name, source, mode, in_kinds, extra_args, size, params=()):
+    def __init__(self, name, header, code, mode, in_kinds, extra_args, size, params=()):
         self.name = name
-        self.source = source
+        self.code = code
+        self.source = header + code
         self.mode = mode              # "flat", "nd", "chunks" or "rows"
         self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast" (rows: "full", "row", "inner", "scalar")
         self.extra_args = tuple(extra_args) + tuple(params)   # appended to each call: dims and strides, then
@@ -195,7 +199,7 @@ def generate(node, name, fastmath=False):
             continue
         text = op_expression(nd, names, dtypes, const, param=param)
         o = nd.outputs[0]
-        nm = f"v{o.id}"
+        nm = f"v{len(stmts)}"
         names[id(o)] = nm
         dtypes[id(o)] = o.dtype
         stmts.append(f"{nm} = {text}    # {nd.op.name}")
@@ -322,8 +326,8 @@ def generate(node, name, fastmath=False):
     imports = ["from kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
     if mode == "chunks":
         consts["CHUNK"] = ("CHUNK", CHUNK)
-    src = module_source(title, node, consts, kernels, imports)
-    ks = KernelSource(name, src, mode, in_kinds, tuple(extra_args), size, params)
+    ks = KernelSource(name, header(title, node), module_code(consts, kernels, imports), mode, in_kinds,
+                      tuple(extra_args), size, params)
     ks.parallel_ok = parallel_ok
     return ks
 
@@ -332,9 +336,14 @@ def njit_flags(fastmath):
     return "cache=True, nogil=True, error_model='numpy'" + (", fastmath=True" if fastmath else "")
 
 
-def module_source(title, node, consts, kernels, imports=()):
-    """A kernel module: title, the fused body as IR text, imports, typed constants, the kernel functions."""
-    lines = [title, "# generated from:"] + ["#   " + line for line in _body_lines(node)] + [
+def header(title, node):
+    """The comment above a kernel's code: its title and the fused body as IR text."""
+    return "\n".join([title, "# generated from:"] + ["#   " + line for line in _body_lines(node)]) + "\n"
+
+
+def module_code(consts, kernels, imports=()):
+    """A kernel module: imports, typed constants, the kernel functions."""
+    lines = [
         "import numpy as np",
         "import numba",
         "from tracejit.backends.numba_cpu.rt import *  # noqa: F401,F403  (the ops' scalar math)",

@@ -86,7 +86,7 @@ class CompiledGraph:
     def _fused_step(self, n, slot, returned, fastmath):
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath)
-        mod = _cache.load_module(ks.source, "kernel")
+        mod = _cache.load_module(ks.code, "kernel")
         disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n) else mod.kernel
         name = n.op.name
         self.kernels.append((name, ks, disp))

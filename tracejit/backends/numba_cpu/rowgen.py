@@ -18,7 +18,7 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import KernelSource, _npname, const_namer, module_source, njit_flags, op_expression, param_namer
+from .codegen import KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_namer
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
 
@@ -57,7 +57,7 @@ def generate_rows(node, name, fastmath=False):
     stores = {}                # pass -> store statements of per-element outputs
     for q, nd in enumerate(body.nodes):
         o = nd.outputs[0]
-        nm = f"v{o.id}"
+        nm = f"v{q}"
         names[id(o)], dtypes[id(o)] = nm, o.dtype
         lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
         op = nd.op.name
@@ -159,10 +159,10 @@ def generate_rows(node, name, fastmath=False):
     base = njit_flags(fastmath)
     title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
              f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
-    src = module_source(title, node, consts, [kernel_fn("kernel", "range", base),
-                                              kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                        ["from kernels.cpu.rows import rmax, rmin, rshift, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
-    ks = KernelSource(name, src, "rows", in_kinds, (R, L, T), R * N, params)
+    code = module_code(consts, [kernel_fn("kernel", "range", base),
+                                kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
+                       ["from kernels.cpu.rows import rmax, rmin, rshift, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
+    ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params)
     ks.parallel_ok = R > 1
     return ks
 
