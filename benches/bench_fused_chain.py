@@ -1,9 +1,12 @@
 """Fused elementwise chain tanh(x*w+b)*sigmoid(x)+0.5*x*x, float32, at 4M and 16M elements; and (in
 `tracejit bench`) the chain's sum with its gradients wrt x, w, b at 1M and 4M.
 
-Systems: numpy, tracejit eager, tracejit traced (numba backend), torch eager and torch.compile (where they
-work here). All systems are first checked to compute the same numbers; then each is timed (median of
-repeated runs, interleaved rounds) and compared as a ratio to the traced tracejit in the same run.
+Systems: numpy, tracejit eager, tracejit traced (numba backend), torch eager, torch.compile and jax.jit
+(jax.jit(jax.grad(loss, argnums=(0, 1, 2))) for the gradients) where they work here. torch gets os.cpu_count()
+threads and jax its default CPU thread pool (about one thread per core), also under `tracejit bench`, which
+pins OpenBLAS and numba to one thread. All systems are first checked to compute the same numbers; then each is
+timed (median of repeated runs, interleaved rounds) and compared as a ratio to the traced tracejit in the same
+run.
 
     python benches/bench_fused_chain.py [--sizes 4M,16M] [--repeat 15]
 """
@@ -30,7 +33,31 @@ def tj_chain(x, w, b):
     return tracejit.tanh(x * w + b) * tracejit.sigmoid(x) + 0.5 * x * x
 
 
-def systems(n):
+def load_jax(notes, H=None):
+    """jax at its default thread count (like torch here, which gets os.cpu_count() threads), or None with the
+    reason in `notes`. H: the harness under `tracejit bench` (it honours --compare and gives jax back its default
+    threads when an earlier benchmark pinned them); standalone, jax is simply imported."""
+    if H is not None:
+        if not H.wanted("jax"):
+            return None
+        jax, why = H.try_jax(threads=None)
+    else:
+        try:
+            import jax
+            why = ""
+        except ImportError:
+            jax, why = None, "unavailable: not installed"
+    if jax is None:
+        notes.append(f"jax {why}")
+    return jax
+
+
+def jax_chain(jax):
+    jnp = jax.numpy
+    return lambda x, w, b: jnp.tanh(x * w + b) * jax.nn.sigmoid(x) + 0.5 * x * x
+
+
+def systems(n, H=None):
     rng = np.random.default_rng(0)
     x, w, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     out = {"numpy": lambda: np_chain(x, w, b)}
@@ -61,6 +88,11 @@ def systems(n):
             notes.append(f"torch.compile unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
     except ImportError:
         notes.append("torch not installed")
+    jax = load_jax(notes, H)
+    if jax is not None:
+        jx, jw, jb = (jax.numpy.asarray(a) for a in (x, w, b))
+        jc = jax.jit(jax_chain(jax))
+        out["jax.jit"] = lambda: np.asarray(jc(jx, jw, jb).block_until_ready())
     return out, notes
 
 
@@ -72,7 +104,7 @@ def np_chain_grads(x, w, b):
     return np.concatenate([dz * w + t * s * (1 - s) + x, dz * x, dz])
 
 
-def grad_systems(n):
+def grad_systems(n, H=None):
     """The chain's loss (its sum) and the gradients of x, w, b: a training step's shape."""
     rng = np.random.default_rng(1)
     x, w, b = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
@@ -121,6 +153,12 @@ def grad_systems(n):
             notes.append(f"torch.compile unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
     except ImportError:
         notes.append("torch not installed")
+    jax = load_jax(notes, H)
+    if jax is not None:
+        js = [jax.numpy.asarray(a) for a in (x, w, b)]
+        chain = jax_chain(jax)
+        jg = jax.jit(jax.grad(lambda x, w, b: chain(x, w, b).sum(), argnums=(0, 1, 2)))
+        out["jax.jit"] = lambda: np.concatenate([np.asarray(g) for g in jax.block_until_ready(jg(*js))])
     return out, notes
 
 
@@ -136,7 +174,7 @@ def run(quick=False):
                   [1 << 20] if quick else [1 << 20, 1 << 22])]
     for bench, name, make, tol, arrays_moved, sizes in workloads:
         for n in sizes:
-            fns, notes = make(n)
+            fns, notes = make(n, H)
             if quick:
                 fns.pop("torch.compile", None)
             H.check_same({k: f() for k, f in fns.items()}, rtol=tol, atol=tol, label=f"{bench} n={n}")

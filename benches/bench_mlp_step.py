@@ -2,8 +2,10 @@
 
 Written with raw tensors and `tracejit.nn.functional` (no nn.Module), the same step in every system:
 numpy (forward and backward by hand), tracejit eager, tracejit traced (the default backend, and numba
-when it is not the default), torch eager, torch.compile. Every system starts from the same parameters;
-the loss and all updated parameters of its first step are checked against numpy before timing. The roof
+when it is not the default), torch eager, torch.compile, jax.jit (a pure step: params and batch in, loss and
+new params out, through jax.value_and_grad; the params are donated, as the other systems update theirs in
+place; one thread like the others). Every system starts from the same parameters; the loss and all updated
+parameters of its first step are checked against numpy before timing. The roof
 column is the fraction of single-thread sgemm GFLOP/s (the step is ~0.5 GFLOP of matmuls).
 
     python benches/bench_mlp_step.py [--quick]
@@ -94,6 +96,20 @@ def torch_step(torch, ps, x, y):
     return loss.detach()
 
 
+def jax_step(jax, ps, x, y):
+    """(loss, new params) of one SGD step: the function of params and batch that jax.jit compiles."""
+    jnp = jax.numpy
+
+    def loss_of(ps):
+        h = x
+        for i in range(0, len(ps) - 2, 2):
+            h = jax.nn.relu(h @ ps[i] + ps[i + 1])
+        logp = jax.nn.log_softmax(h @ ps[-2] + ps[-1])
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], axis=1))
+    loss, gs = jax.value_and_grad(loss_of)(ps)
+    return loss, [p - LR * g for p, g in zip(ps, gs)]
+
+
 def _backends():
     """Backends for the traced rows: the default, plus numba when it works and is not the default."""
     out = [tracejit.config.default_backend]
@@ -156,6 +172,25 @@ def run(quick=False):
                 notes["torch.compile"] = why
     elif H.wanted("torch"):
         notes["torch"] = refs["torch"]
+
+    if H.wanted("jax"):
+        jax, why = H.try_jax(threads=H.CONFIG["threads"])
+        if jax is None:
+            notes["jax.jit"] = why
+        else:
+            try:
+                jx, jy = jax.numpy.asarray(xn), jax.numpy.asarray(yn)
+                js = jax.jit(lambda ps, x, y: jax_step(jax, ps, x, y), donate_argnums=0)
+                j_ps = [[jax.numpy.asarray(p) for p in p0]]        # the live params, replaced by every step
+
+                def jax_call():
+                    loss, j_ps[0] = jax.block_until_ready(js(j_ps[0], jx, jy))
+                    return np.asarray(loss)
+                loss = jax_call()
+                firsts["jax.jit"] = (loss, *(np.array(p) for p in j_ps[0]))   # copies: the next step donates them
+                systems["jax.jit"] = jax_call
+            except Exception as e:
+                notes["jax.jit"] = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
 
     H.check_same(firsts, rtol=1e-4, atol=1e-5, label="mlp_step (loss and updated parameters)")
     repeat, min_sample = (5, 0.02) if quick else (21, 0.05)

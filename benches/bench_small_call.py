@@ -12,9 +12,11 @@ Workloads (each a separate row group):
   eager engine runs sum's backward and CompiledFunctionBackward, the compiled backward program;
   torch.compile: the AOT-autograd backward).
 
-Systems: numpy (forward only), tracejit eager, tracejit traced (numba), torch eager, torch.compile where they
-work. Every system's result (the output, or the gradient) is checked against the same reference before
-anything is timed; rounds are interleaved; medians. Targets (issue 4): traced under 10 us forward and under
+Systems: numpy (forward only), tracejit eager, tracejit traced (numba), torch eager, torch.compile, and jax.jit
+where they work: `jax.jit(f)` forward and `jax.jit(jax.grad(lambda x: f(x).sum()))` as a grad inside (jax has no
+y.sum().backward()); its CPU client is pinned to one thread like OpenBLAS, numba and torch. Every system's result
+(the output, or the gradient) is checked against the same reference before anything is timed; rounds are
+interleaved; medians. Targets (issue 4): traced under 10 us forward and under
 20 us with backward.
 
     python benches/bench_small_call.py [--quick]
@@ -131,6 +133,24 @@ def torch_systems(a, quick, notes):
     return out
 
 
+def jax_systems(a, notes):
+    """{workload: {system: callable}} for jax.jit (forward and grad inside), one thread like the others."""
+    if not H.wanted("jax"):
+        return {}
+    jax, why = H.try_jax(threads=H.CONFIG["threads"])
+    if jax is None:
+        notes["jax"] = why
+        return {}
+    import types
+    jnp = jax.numpy
+    chain = make_chain(types.SimpleNamespace(tanh=jnp.tanh, relu=jax.nn.relu, abs=jnp.abs, neg=jnp.negative))
+    x = jnp.asarray(a)
+    fwd = jax.jit(chain)
+    grad = jax.jit(jax.grad(lambda v: chain(v).sum()))
+    return {"forward": {"jax.jit": lambda: np.asarray(fwd(x).block_until_ready())},
+            "grad inside": {"jax.jit": lambda: np.asarray(grad(x).block_until_ready())}}
+
+
 def run(quick=False):
     """For `tracejit bench`: the three workloads, each checked then timed (interleaved rounds, medians)."""
     H.pin_threads()
@@ -138,7 +158,7 @@ def run(quick=False):
     notes = {}
     work = tracejit_systems(a)
     work["forward"] = {"numpy": lambda: np_chain(a), **work["forward"]}
-    for name, fns in torch_systems(a, quick, notes).items():
+    for name, fns in [*torch_systems(a, quick, notes).items(), *jax_systems(a, notes).items()]:
         work[name].update(fns)
     out = []
     repeat, min_sample = (5, 0.01) if quick else (21, 0.05)

@@ -10,6 +10,8 @@
   fraction of a roof (bandwidth, BLAS, a hand-written numba loop) where the workload gives its work.
 - `references(...)`: which reference systems are usable here (numpy always; torch eager, torch.compile,
   jax.jit when importable and working), each with the reason when not.
+- `try_jax(threads)`: jax with its CPU thread pool sized for the benchmark at hand (XLA reads PJRT_NPROC when
+  it creates its CPU client), or the reason it is unavailable.
 - `roofs()`: memory bandwidth from a large `np.copyto`, a hand-written numba triad loop, BLAS sgemm GFLOP/s.
 
 Benchmarks are modules `benches/bench_<name>.py` with `run(quick=False)` returning a list of `Result`
@@ -387,6 +389,46 @@ def try_torch_compile(fn, *args, **kw):
         cf(*args)
         return cf, ""
     except Exception as e:
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return None, f"unavailable: {type(e).__name__}: {first}"
+
+
+_JAX = {}                    # "threads": the PJRT_NPROC value the live jax CPU client was created with
+_PJRT_NPROC0 = os.environ.get("PJRT_NPROC")
+
+
+def try_jax(threads=None):
+    """(jax, '') with jax's CPU client using `threads` threads (None: jax's default, about one per core), after a
+    jitted smoke test; or (None, 'unavailable: reason').
+
+    XLA sizes its CPU thread pools from PJRT_NPROC when it creates the client (at the first computation, not at
+    import). The usual recipe XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" does
+    not pin jaxlib 0.10: its elementwise work and matmuls still kept 4 threads busy here, where PJRT_NPROC=1 leaves
+    one busy thread (and intra_op_parallelism_threads is no XLA flag: alone in XLA_FLAGS it aborts the process).
+    A benchmark asking for another count than the live client's gets a fresh client (`tracejit bench` runs every
+    benchmark in one process); arrays and jitted functions of the old one stay usable but keep its threads.
+    """
+    why = references()["jax"]
+    if why.startswith("unavailable"):
+        return None, why
+    want = _PJRT_NPROC0 if threads is None else str(int(threads))
+    try:
+        import jax
+        import jax.numpy as jnp
+        if _JAX.get("threads", "not created") != want:
+            if want is None:
+                os.environ.pop("PJRT_NPROC", None)
+            else:
+                os.environ["PJRT_NPROC"] = want
+            import jax.extend.backend
+            jax.extend.backend.clear_backends()     # nothing to clear before the first computation
+            _JAX["threads"] = want
+        x = jnp.arange(8, dtype=jnp.float32)
+        if not np.allclose(np.asarray(jax.jit(lambda v: jnp.sin(v) + 1)(x)), np.sin(np.arange(8)) + 1, atol=1e-6):
+            raise RuntimeError("wrong result")
+        return jax, ""
+    except Exception as e:
+        _JAX.pop("threads", None)
         first = (str(e).strip().splitlines() or [""])[0][:160]
         return None, f"unavailable: {type(e).__name__}: {first}"
 

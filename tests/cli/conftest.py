@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-ENV_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+ENV_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
+            "PJRT_NPROC")    # harness.try_jax sets it (the jax CPU client's thread count)
 
 
 def _openblas(n=None):

@@ -96,6 +96,24 @@ def test_bench_quick_prints_the_table_after_the_correctness_check(tmp_path):
     assert doc["benchmarks"]["rows"].startswith("ok")
 
 
+def test_bench_quick_checks_and_times_jax_jit(tmp_path):
+    pytest.importorskip("jax")
+    js = tmp_path / "bench.json"
+    _run("-m", "tracejit", "bench", "fused_chain", "small_call", "mlp_step", "--quick", "--compare", "numpy,jax",
+         "--json", str(js), timeout=300)
+    doc = json.loads(js.read_text())
+    assert all(doc["benchmarks"][b].startswith("ok") for b in ("fused_chain", "small_call", "mlp_step")), \
+        doc["benchmarks"]
+    jax_rows = {(r["bench"], r["name"]) for r in doc["results"] if r["system"] == "jax.jit" and r["median"]}
+    assert {(b, n) for b, n in jax_rows if not b.startswith("fused_chain")} == {
+        ("small_call", "forward"), ("small_call", "grad inside"), ("mlp_step", "sgd step")}
+    assert {b for b, _ in jax_rows} >= {"fused_chain", "fused_chain_grad"}
+    assert all(r["checked"] for r in doc["results"] if r["system"] == "jax.jit")
+    checked_with_jax = [label for label, systems, _ in doc["checks"] if "jax.jit" in systems]
+    assert len(checked_with_jax) == 3 + 2 + 1       # fused_chain: 2 sizes + grad; small_call: 2; mlp_step: 1
+    assert not [r for r in doc["results"] if r["system"].startswith("jax") and r["median"] is None]   # no notes
+
+
 def _fake_benches(tmp_path, monkeypatch, body):
     import tracejit.bench as B
     d = tmp_path / "benches"
