@@ -2,9 +2,10 @@
 `tracejit bench`) the chain's sum with its gradients wrt x, w, b at 1M and 4M.
 
 Systems: numpy, tracejit eager, tracejit traced (numba backend), torch eager, torch.compile and jax.jit
-(jax.jit(jax.grad(loss, argnums=(0, 1, 2))) for the gradients) where they work here. torch gets os.cpu_count()
-threads and jax its default CPU thread pool (about one thread per core), also under `tracejit bench`, which
-pins OpenBLAS and numba to one thread. All systems are first checked to compute the same numbers; then each is
+(jax.jit(jax.grad(loss, argnums=(0, 1, 2))) for the gradients) where they work here. Every system may use every
+core, also under `tracejit bench` (which pins the other benchmarks to one thread): torch gets os.cpu_count()
+threads, jax its default CPU thread pool (about one thread per core), numba os.cpu_count() threads for the traced
+kernels' prange loops ("tracejit traced serial" is the same program without threads). All systems are first checked to compute the same numbers; then each is
 timed (median of repeated runs, interleaved rounds) and compared as a ratio to the traced tracejit in the same
 run.
 
@@ -166,7 +167,14 @@ def run(quick=False):
     """For `tracejit bench`: the chain at several sizes, then its loss and gradients, through the shared harness
     (checked, then timed)."""
     import harness as H
-    H.pin_threads()
+    H.pin_threads(os.cpu_count() or 1)      # all cores for every system here (see the docstring)
+    try:
+        return _run(H, quick)
+    finally:
+        H.pin_threads()
+
+
+def _run(H, quick):
     out = []
     workloads = [("fused_chain", "tanh(x*w+b)*sigmoid(x)+0.5*x*x", systems, 1e-5, 4,
                   [1 << 10, 1 << 20] if quick else [1 << 10, 1 << 16, 1 << 20, 1 << 22, 1 << 24]),

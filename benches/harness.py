@@ -26,17 +26,20 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    # effective only for libraries not imported yet; pin_threads() does the rest. numba refuses a changed
-    # NUMBA_NUM_THREADS once it has started, so leave it alone when numba is already loaded.
-    if not (_v == "NUMBA_NUM_THREADS" and "numba" in sys.modules):
-        os.environ.setdefault(_v, "1")
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    # effective only for libraries not imported yet; pin_threads() does the rest. numba's pool keeps its default
+    # size (one thread per core) and pin_threads() sets how many of them run, so a benchmark that gives every
+    # system all cores (fused_chain) can give numba all of them too
+    os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+# tracejit's numba settings (OpenMP workers that sleep soon, the vector width) before pin_threads() starts
+# numba's threads or torch loads its own OpenMP: as in a user's process that imports tracejit first
+import kernels.cpu  # noqa: E402,F401
 
 # What the command line chose; benchmarks read it (their run() only takes `quick`).
 CONFIG = {

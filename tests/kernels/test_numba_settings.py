@@ -1,4 +1,5 @@
-"""kernels.cpu asks LLVM for 512-bit vectors on the Intel cores where they pay, and touches nothing else."""
+"""kernels.cpu asks LLVM for 512-bit vectors on the Intel cores where they pay and OpenMP for short spinning,
+and leaves what the user set alone."""
 import json
 import os
 import subprocess
@@ -14,13 +15,15 @@ if sys.argv[1] == "numba first":            # the user compiled numba code befor
 import llvmlite.binding as ll
 import kernels.cpu
 from numba.core import config
+import os
 print(json.dumps({"cpu": ll.get_host_cpu_name(), "avx512f": "+avx512f" in ll.get_host_cpu_features().flatten(),
-                  "features": config.CPU_FEATURES}))
+                  "features": config.CPU_FEATURES, "spin": os.environ.get("GOMP_SPINCOUNT")}))
 """
 
 
 def probe(order="kernels first", **env):
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR"))}
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))}
     e.update(env)
     out = subprocess.run([sys.executable, "-c", PROBE, order], cwd=ROOT, env=e, capture_output=True, text=True,
                          check=True).stdout
@@ -41,3 +44,9 @@ def test_the_users_numba_settings_win():
     assert probe(NUMBA_CPU_FEATURES="+sse2")["features"] == "+sse2"
     assert probe(NUMBA_CPU_NAME="generic")["features"] == ""      # numba's own default for a generic cpu
     assert probe("numba first")["features"] is None                # its code generator exists: left alone
+
+
+def test_openmp_workers_spin_briefly_unless_the_user_chose():
+    assert probe()["spin"] == "10000"
+    assert probe(OMP_WAIT_POLICY="active")["spin"] is None
+    assert probe(GOMP_SPINCOUNT="5")["spin"] == "5"
