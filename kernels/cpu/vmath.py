@@ -67,7 +67,7 @@ Taylor, degree 8), float64 Taylor degree 13, both with Cody-Waite reduction
 and an FMA recombination for expm1; log/log1p fdlibm (musl) e_logf/e_log and
 s_log1p(f) made branch-free; tanh Cephes small-|x| polynomial/rational plus
 1 - 2/(exp(2|x|)+1); sigmoid e/(1+e) with the rounding errors of 1+e and of
-the division compensated; erf fdlibm s_erf(f) with all 4 ranges evaluated
+the division compensated (e = exp(-|x|) without exp's overflow handling); erf fdlibm s_erf(f) with all 4 ranges evaluated
 and selected.
 
 Design notes
@@ -309,6 +309,9 @@ _F_EXP_HI = _f(89.0)
 _F_EXP_LO = _f(-104.0)
 _D_EXP_HI = 710.0
 _D_EXP_LO = -746.0
+_F_24 = _f(24.0)                    # exp of a <= 0: scale by 2**24 (2**54) and back
+_F_2M24 = _f(2.0 ** -24)
+_D_2M54 = 2.0 ** -54
 
 # Cephes expf polynomial: exp(r) = 1 + r + r*r*P(r), |r| <= ln2/2
 _F_EP0 = _f(1.9875691500e-4)
@@ -719,11 +722,22 @@ def tanh_f64(x):
 
 
 @njit(**_OPTS)
+def _exp_nonpos_f32(a):
+    """exp(a) for a <= 0 (not NaN): results below 2**-126 by one rounding into
+    the denormal range, as exp_f32 gives them, but cheaper than its two-sided
+    scaling: y * 2**(n + 24) is normal for every n here (n >= -150), then
+    one multiply by 2**-24."""
+    a = a if a > _F_EXP_LO else _F_EXP_LO
+    y, n = _exp_reduce_f32(a)
+    return (y * _pow2(n + _F_24)) * _F_2M24
+
+
+@njit(**_OPTS)
 def sigmoid_f32(x):
     """1/(1+exp(-x)) for float32: num/(1+e), e = exp(-|x|), num = 1 (x >= 0)
     or e (x < 0), with the rounding error of 1+e and of the quotient
     compensated (one division)."""
-    e = exp_f32(-_fabs(x))
+    e = _exp_nonpos_f32(-_fabs(x))
     d = _F_1 + e
     dl = (_F_1 - d) + e              # exact: d + dl == 1 + e
     num = _F_1 if x >= _F_0 else e
@@ -735,9 +749,18 @@ def sigmoid_f32(x):
 
 
 @njit(**_OPTS)
+def _exp_nonpos_f64(a):
+    """exp(a) for a <= 0 (not NaN), denormal results as in _exp_nonpos_f32
+    (n >= -1076: y * 2**(n + 54) is normal)."""
+    a = a if a > _D_EXP_LO else _D_EXP_LO
+    y, n = _exp_reduce_f64(a)
+    return (y * _pow2(n + 54.0)) * _D_2M54
+
+
+@njit(**_OPTS)
 def sigmoid_f64(x):
     """1/(1+exp(-x)) for float64 (same scheme as sigmoid_f32)."""
-    e = exp_f64(-_fabs(x))
+    e = _exp_nonpos_f64(-_fabs(x))
     d = 1.0 + e
     dl = (1.0 - d) + e
     num = 1.0 if x >= 0.0 else e
