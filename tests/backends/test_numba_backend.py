@@ -128,8 +128,8 @@ def test_fused_chain_is_one_kernel_and_readable():
     assert "tanh(" in src and "@numba.njit" in src
     # the Python float 0.5 is a typed kernel argument (float32 math stays float32), not part of the source
     ks = compiled.kernels[0][1]
-    assert ks.n_params == 1 and ks.extra_args[-1] == 0.5 and ks.extra_args[-1].dtype == np.float32
-    assert "k0" in src and "0.5" not in src
+    assert ks.params == (0.5,) and ks.params[0].dtype == np.float32 and ks.extra_args[-1].tolist() == [0.5]
+    assert "k0 = np.float32(kp[0])" in src and "0.5" not in src
     assert "cluster_fused_0" in g.to_dot()
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_namer
+from .codegen import KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_args, param_namer
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
 
@@ -142,10 +142,11 @@ def generate_rows(node, name, fastmath=False):
         return ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + ["    " + ln for ln in loop]
 
     def kernel_fn(fname, rng, flags):
+        kp_arg, kp_unpack = param_args(params)
         sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))]
-                        + ["R", "L", "T"] + [f"k{q}" for q in range(len(params))])
+                        + ["R", "L", "T"] + kp_arg)
         rb = ROWS_PER_BLOCK
-        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in head]
+        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         lines += ["        " + s for s in scratch]
         lines.append(f"        for r in range(blk * {rb}, min(R, blk * {rb} + {rb})):")
