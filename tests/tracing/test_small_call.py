@@ -69,6 +69,32 @@ def test_outer_backward_gradients_are_fresh_each_call(backend):
     np.testing.assert_allclose(keep, xe.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_big_outer_gradients_reuse_memory_without_copies(monkeypatch):
+    # the numba backend's backward program keeps its big outputs to write the next call's gradients into them;
+    # the leaf's .grad takes such an array over (no copy) and the program never writes into one the user holds
+    from tracejit._tensor import Tensor
+    clones = []
+    clone = Tensor.clone
+    monkeypatch.setattr(Tensor, "clone", lambda self, *a, **k: clones.append(1) or clone(self, *a, **k))
+    f = tracejit.trace(_chain, backend="numba")
+    a = np.linspace(-1, 1, 1 << 17, dtype=np.float32)
+    x = tracejit.tensor(a, requires_grad=True)
+    f(x).sum().backward()
+    first = id(x.grad._data)
+    x.grad = None
+    f(x).sum().backward()
+    assert id(x.grad._data) == first and not clones            # the same memory, not copied
+    g1, keep = x.grad, x.grad.numpy().copy()
+    x.grad = None
+    x.data = tracejit.tensor(a * 0.5)
+    f(x).sum().backward()                                      # g1 still held: a fresh array for this call
+    np.testing.assert_array_equal(g1.numpy(), keep)
+    xe = tracejit.tensor(a * 0.5, requires_grad=True)
+    _chain(xe).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.shares_memory(g1.numpy(), x.grad.numpy()) and not clones
+
+
 def test_grad_inside_is_one_program_and_equals_eager(backend):
     def g(x):
         (d,) = tracejit.autograd.grad(_chain(x).sum(), x)

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from .._dtype import _FROM_NP
+from .._keep import kept
 from .._state import STATE
 from .._tensor import Tensor
 from .graph import AccumulateGrad, OpNode, edge_of
@@ -220,11 +221,15 @@ def _unseen(g):
     Yes for a tracer, and for a tensor only the engine holds (references: the engine's buffer slot, our
     caller's argument, ours, getrefcount's) whose array owns its memory and is held by that tensor alone
     (references: its slot, our `a`, getrefcount's). A gradient the user passed in, a retained grad, a view
-    or a tensor a hook kept fails one of these and is copied."""
+    or a tensor a hook kept fails one of these and is copied. One more reference to the array is fine when it
+    is a compiled program's Keeper (tracejit/_keep.py): it reuses the array only once nobody else holds it."""
     a = g._data
     if a is None:
         return True
-    return type(a) is np.ndarray and a.base is None and sys.getrefcount(a) <= 3 and sys.getrefcount(g) <= 4
+    if type(a) is not np.ndarray or a.base is not None or sys.getrefcount(g) > 4:
+        return False
+    n = sys.getrefcount(a)
+    return n <= 3 or (n == 4 and kept(a))
 
 
 def _check_nan(node, grads):

@@ -11,6 +11,7 @@ from sys import getrefcount
 
 import numpy as np
 
+from ..._keep import Keeper
 from ...ir.graph import Value
 from . import codegen
 from .codegen import generate
@@ -142,7 +143,7 @@ class CompiledGraph:
                 env[o0] = env[fb + 1]
             return step
 
-        last = [None] * len(out_slots)      # the array each returned output got last call
+        last = [Keeper() for _ in out_slots]      # the array each returned output got last call
         ok = self._ok_slot
 
         def step(env):
@@ -156,12 +157,12 @@ class CompiledGraph:
                         continue
                 if f is None:
                     # reuse last call's array when nobody else holds it (nor a view of it): refs are
-                    # `last`, `a` and getrefcount's argument
-                    a = last[j]
+                    # the keeper's, `a` and getrefcount's argument
+                    a = last[j].a
                     if a is None or getrefcount(a) > 3:
                         a = np.empty(shp, dt)
                         if self.keep_returned:
-                            last[j] = a
+                            last[j].keep(a)
                     env[s] = a
                     flats.append(a if one_d else a.reshape(-1))
                 else:
