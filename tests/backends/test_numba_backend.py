@@ -466,6 +466,50 @@ def test_in_place_updates_are_written_into_the_inputs_arrays(monkeypatch):
     assert copies == [(6, 6)]       # donated into the contiguous array; the strided one takes the copy back
 
 
+def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
+    """`W - lr * X.T @ dZ` is one BLAS call adding the product into W's own array (gemm_acc, donated): the
+    graph shows it, the numbers are the interpreter's, nothing is copied back; an update whose product reads W
+    itself still computes the right thing (BLAS refuses C aliasing an operand; the node works on a copy)."""
+    from kernels.cpu.blas import _load
+    from tracejit.tracing import trace as T
+    copies = []
+    copy_back = T._copy_back
+    monkeypatch.setattr(T, "_copy_back", lambda dst, a: (copies.append(a.shape), copy_back(dst, a)))
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal((256, 128)).astype(np.float32) * 0.1
+    x = tracejit.tensor(rng.standard_normal((32, 256)).astype(np.float32))
+
+    def step(x, w):
+        loss = (tracejit.tanh(x @ w) ** 2).sum()
+        loss.backward()
+        with tracejit.no_grad():
+            w -= 0.05 * w.grad
+            w.grad = None
+        return loss.detach()
+
+    ws = {b: tracejit.tensor(w0.copy(), requires_grad=True) for b in ("numba", "interpreter")}
+    fs = {b: tracejit.trace(lambda x, b=b: step(x, ws[b]), backend=b) for b in ws}
+    for _ in range(3):
+        np.testing.assert_allclose(fs["numba"](x).numpy(), fs["interpreter"](x).numpy(), rtol=1e-5)
+        np.testing.assert_allclose(ws["numba"].detach().numpy(), ws["interpreter"].detach().numpy(),
+                                   rtol=1e-4, atol=2e-5)
+    g = fs["numba"].graph(x).entry.fwd_fn.graph
+    assert [n.op.name for n in g.nodes].count("gemm_acc") == 1 and "gemm_acc" in g.text()
+    copies.clear()                       # (the interpreter's updates are copied back)
+    fs["numba"](x)
+    assert copies == [] or not _load()
+
+    def self_update(w):
+        w -= 0.01 * (w @ w)              # A and B are W: not in place
+        return w.sum()
+    a = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
+    wt, we = tracejit.tensor(a.copy()), tracejit.tensor(a.copy())
+    f = tracejit.trace(self_update, backend="numba")
+    np.testing.assert_allclose(f(wt).numpy(), self_update(we).numpy(), rtol=1e-4)
+    np.testing.assert_allclose(wt.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
+    assert "gemm_acc" in f.graph(wt).entry.fwd_fn.graph.text()
+
+
 def test_no_donation_into_an_input_another_input_views():
     # w and a view of its memory are both arguments: updating w in its own array would change what the
     # program reads through the view; those calls take the copy back (the program acts on copies)

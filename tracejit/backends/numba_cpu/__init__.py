@@ -3,6 +3,7 @@ from ... import config
 from ...passes.fusion import fusion
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph
+from .gemm import gemm_updates
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
 
@@ -12,5 +13,5 @@ class NumbaBackend:
     donates = True      # compile() takes `donate`: see CompiledGraph
 
     def compile(self, graph, donate=None):
-        fused = fusion(graph, rows=True)
+        fused = fusion(gemm_updates(graph), rows=True)
         return CompiledGraph(fused, fastmath=getattr(config, "fastmath", False), donate=donate)

@@ -11,10 +11,12 @@ from sys import getrefcount
 
 import numpy as np
 
+from kernels.cpu.blas import gemm_acc
 from ..._keep import Keeper
 from ...ir.graph import Value
 from . import codegen
 from .codegen import generate
+from .gemm import GEMM_ACC
 from .. import diskcache as _cache
 
 
@@ -67,6 +69,8 @@ class CompiledGraph:
         for n in graph.nodes:
             if n.op.kind == "fused":
                 steps.append(self._fused_step(n, kslot, returned, fastmath))
+            elif n.op is GEMM_ACC and id(n.outputs[0]) in self._donated:
+                steps.append(self._gemm_step(n, slot))
             else:
                 steps.append(_impl_step(n, slot))
         self._steps = steps
@@ -174,6 +178,20 @@ class CompiledGraph:
                 raise _kernel_error(name, e) from None
         return step
 
+    def _gemm_step(self, n, slot):
+        """gemm_acc whose output replaces its P input (a donated weight): BLAS adds the product into P's own
+        array when this call may write it (see _donations), else the node runs as usual (into a copy)."""
+        (ps, as_, bs), o = [slot[id(v)] for v in n.inputs], slot[id(n.outputs[0])]
+        alpha, impl, ok = n.attrs["alpha"], n.op.impl, self._ok_slot
+
+        def step(env):
+            p = env[ps]
+            if env[ok] and type(p) is np.ndarray and gemm_acc(env[as_], env[bs], p, alpha, 1.0):
+                env[o] = p
+            else:
+                env[o] = impl(p, env[as_], env[bs], alpha=alpha)
+        return step
+
     def _alloc(self):
         bufs = []
         for size, dt, shape in self._buf_specs:
@@ -217,7 +235,8 @@ def _donations(graph, donate):
     may write into the input's own array: the input has the output's shape and dtype, is read by no node after
     that one and is not an output itself (saved for a backward, say), and the output is returned once. Inside
     the kernel each element of the input is then read before the same element is written (checked by the
-    caller: an elementwise loop, the input read at the output's index, not a row kernel's passes)."""
+    caller: an elementwise loop, the input read at the output's index, not a row kernel's passes); a gemm_acc
+    node adds its product into its P input (BLAS reads C where it writes it)."""
     last_use = {}
     for k, n in enumerate(graph.nodes):
         for i in n.inputs:
@@ -229,7 +248,8 @@ def _donations(graph, donate):
     for j, i in donate.items():
         v, u = graph.outputs[j], graph.inputs[i]
         n = getattr(v, "producer", None)
-        if n is None or n.op.kind != "fused" or out_ids.count(id(v)) != 1 or id(u) in out_ids:
+        if n is None or out_ids.count(id(v)) != 1 or id(u) in out_ids or \
+                not (n.op.kind == "fused" or (n.op is GEMM_ACC and n.inputs[0] is u)):
             continue
         if tuple(v.shape) == tuple(u.shape) and v.dtype == u.dtype and last_use.get(id(u)) == where[id(n)]:
             res[id(v)] = u

@@ -1,0 +1,72 @@
+"""GEMM into an existing output, C = alpha * A @ B + beta * C, through the OpenBLAS numpy ships.
+
+numpy's matmul always writes a fresh product; an update such as SGD's `W - lr * X.T @ dZ` then needs a second
+pass over W and the product. BLAS does it in one call (beta = 1, C = W). The library is the one numpy loaded
+(numpy.libs/libscipy_openblas*, cblas with 64-bit integers); where it is not found (another numpy build),
+`gemm_acc` returns False and the caller computes with numpy.
+"""
+import ctypes
+import glob
+import os
+
+import numpy as np
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_FUNCS = None
+
+
+def _load():
+    """{numpy dtype: cblas ?gemm function} from numpy's own OpenBLAS, or {} when it is not there."""
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        out = {}
+        for dt, ch, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
+            for name, idx in ((f"scipy_cblas_{ch}gemm64_", ctypes.c_int64), (f"cblas_{ch}gemm64_", ctypes.c_int64)):
+                f = getattr(lib, name, None)
+                if f is not None:
+                    f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, idx, idx, idx, real, ctypes.c_void_p,
+                                  idx, ctypes.c_void_p, idx, real, ctypes.c_void_p, idx]
+                    f.restype = None
+                    out[np.dtype(dt)] = f
+                    break
+        if out:
+            return out
+    return {}
+
+
+def _operand(x):
+    """(transpose flag, leading dimension) for a 2-D operand BLAS can read as it is, else None."""
+    n = x.itemsize
+    s0, s1 = x.strides
+    if s1 == n and s0 >= max(1, x.shape[1]) * n and s0 % n == 0:
+        return _NO_TRANS, s0 // n
+    if s0 == n and s1 >= max(1, x.shape[0]) * n and s1 % n == 0:
+        return _TRANS, s1 // n
+    return None
+
+
+def gemm_acc(a, b, c, alpha, beta):
+    """c[...] = alpha * a @ b + beta * c in one BLAS call; False (c untouched) when that cannot be done here:
+    no BLAS found, not float32/float64, mixed dtypes, c not C-contiguous and writeable, an operand BLAS cannot
+    read without a copy, or c sharing memory with a or b."""
+    global _FUNCS
+    if _FUNCS is None:
+        _FUNCS = _load()
+    f = _FUNCS.get(c.dtype)
+    if f is None or a.dtype != c.dtype or b.dtype != c.dtype or a.ndim != 2 or b.ndim != 2 or c.ndim != 2:
+        return False
+    m, k = a.shape
+    if b.shape[0] != k or c.shape != (m, b.shape[1]) or not (c.flags.c_contiguous and c.flags.writeable):
+        return False
+    if not c.size or not k:
+        return False
+    ta, tb = _operand(a), _operand(b)
+    if ta is None or tb is None or np.may_share_memory(c, a) or np.may_share_memory(c, b):
+        return False
+    f(_ROW_MAJOR, ta[0], tb[0], m, c.shape[1], k, alpha, a.ctypes.data, ta[1], b.ctypes.data, tb[1], beta,
+      c.ctypes.data, c.shape[1])
+    return True

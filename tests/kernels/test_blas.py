@@ -1,0 +1,34 @@
+"""kernels.cpu.blas.gemm_acc against numpy: C = alpha * A @ B + beta * C in place, or False and C untouched."""
+import numpy as np
+import pytest
+
+from kernels.cpu.blas import _load, gemm_acc
+
+pytestmark = pytest.mark.skipif(not _load(), reason="numpy's OpenBLAS cblas not found (another numpy build)")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_gemm_acc_matches_numpy_for_every_layout(dtype, ta, tb):
+    rng = np.random.default_rng(0)
+    m, k, n = 37, 23, 19
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    a, b = (a.T if ta else a), (b.T if tb else b)          # transposed views: BLAS reads them as they are
+    c = rng.standard_normal((m, n)).astype(dtype)
+    want = -0.25 * (a.astype(np.float64) @ b) + 0.5 * c
+    assert gemm_acc(a, b, c, -0.25, 0.5)
+    np.testing.assert_allclose(c, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def test_gemm_acc_refuses_what_it_cannot_do_in_place():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    keep = w.copy()
+    assert not gemm_acc(w, w, w, 1.0, 1.0)                      # C is an operand
+    assert not gemm_acc(w[:, ::2], w[::2], np.zeros((8, 8), np.float32), 1.0, 1.0)     # strided operand
+    assert not gemm_acc(w, w.copy(), np.zeros((8, 8), np.float32).T, 1.0, 1.0)         # C not C-contiguous
+    assert not gemm_acc(w, w.astype(np.float64), np.zeros((8, 8)), 1.0, 1.0)            # mixed dtypes
+    i = np.ones((8, 8), np.int64)
+    assert not gemm_acc(i, i, i.copy(), 1.0, 1.0)                # not float
+    np.testing.assert_array_equal(w, keep)

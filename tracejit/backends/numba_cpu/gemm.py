@@ -1,0 +1,101 @@
+"""Matmul epilogues BLAS does itself: `P + alpha * (A @ B)` becomes one `gemm_acc` node (C = alpha*A@B + C).
+
+The pattern is every SGD-like update of a weight by a matrix gradient, `W - lr * X.T @ dZ`: numpy's matmul
+would write the product to a fresh array and a fused kernel would read it and W again; BLAS with beta = 1 adds
+the product into the output while it computes it. The executor writes it into W's own array when W is donated
+(see executor._donations), else into a copy of P. A backend lowering, after autodiff (the node has no derivative)
+and before fusion; the interpreter backend keeps the plain ops as the reference.
+"""
+import numpy as np
+
+from kernels.cpu.blas import gemm_acc
+from ...ir.graph import Value
+from ...ops.registry import AVal, Op
+from ...passes.rewrite import Rewriter
+
+
+def _impl(p, a, b, alpha):
+    c = np.array(p, order="C")
+    if not gemm_acc(a, b, c, alpha, 1.0):
+        c += alpha * (a @ b) if alpha != 1 else a @ b
+    return c
+
+
+def _meta(p, a, b, alpha):
+    return AVal(p.shape, p.dtype)
+
+
+GEMM_ACC = Op("gemm_acc", _impl, _meta, None, kind="matmul", saves="")
+# smaller products stay matmul + fused kernel: the ctypes call and its checks (~10 us) cost more than the pass
+# they save (a 512x10 update: 41 us as gemm_acc, 21 us as matmul and kernel)
+MIN_ELEMENTS = 1 << 14
+
+
+def gemm_updates(g):
+    """`P + k * (A @ B)`, `P - k * (A @ B)`, `P +- A @ B` (k a Python number; P, A, B 2-D, float32 or float64,
+    P of the product's shape, the product and its scaled value read by nothing else) -> gemm_acc(P, A, B)."""
+    uses = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            if isinstance(i, Value):
+                uses[id(i)] = uses.get(id(i), 0) + 1
+    for v in g.outputs:
+        if isinstance(v, Value):
+            uses[id(v)] = uses.get(id(v), 0) + 2       # returned: never folded away
+
+    def product(v):
+        """(A, B) when v is a 2-D float matmul read once, else None."""
+        n = v.producer if isinstance(v, Value) else None
+        if n is None or n.op.name != "matmul" or uses.get(id(v)) != 1 or len(v.shape) != 2 or \
+                v.dtype.np not in (np.float32, np.float64) or any(len(x.shape) != 2 for x in n.inputs) or \
+                v.shape[0] * v.shape[1] < MIN_ELEMENTS:
+            return None
+        return n.inputs
+
+    def scaled(v):
+        """(A, B, k) for v = k * (A @ B) or A @ B (k = 1)."""
+        ab = product(v)
+        if ab is not None:
+            return ab[0], ab[1], 1.0
+        n = v.producer if isinstance(v, Value) else None
+        if n is None or n.op.name != "mul" or uses.get(id(v)) != 1:
+            return None
+        x, y = n.inputs
+        k, m = (x, y) if not isinstance(x, Value) else (y, x)
+        if isinstance(k, Value) or isinstance(k, bool) or not isinstance(k, (int, float)):
+            return None
+        ab = product(m)
+        return None if ab is None else (ab[0], ab[1], float(k))
+
+    found = {}        # id(node) -> (P, A, B, alpha); the nodes it replaces
+    dead = set()
+    for n in g.nodes:
+        if n.op.name not in ("add", "sub") or len(n.inputs) != 2:
+            continue
+        out = n.outputs[0]
+        for j in ((0, 1) if n.op.name == "add" else (0,)):
+            p, t = n.inputs[j], n.inputs[1 - j]
+            if not (isinstance(p, Value) and isinstance(t, Value) and len(out.shape) == 2 and
+                    p.dtype is out.dtype is t.dtype and tuple(p.shape) == tuple(out.shape) == tuple(t.shape)):
+                continue
+            s = scaled(t)
+            if s is not None:
+                a, b, k = s
+                found[id(n)] = (p, a, b, -k if n.op.name == "sub" else k)
+                dead.add(id(t.producer))
+                if t.producer.op.name == "mul":
+                    dead.add(id(next(i for i in t.producer.inputs if isinstance(i, Value)).producer))
+                break
+    if not found:
+        return g
+    r = Rewriter(g)
+    for n in g.nodes:
+        if id(n) in dead:
+            continue
+        if id(n) in found:
+            p, a, b, alpha = found[id(n)]
+            (o,) = r.emit(GEMM_ACC, [p, a, b], {"alpha": alpha}, [AVal(n.outputs[0].shape, n.outputs[0].dtype)])
+            r.alias(n.outputs[0], o)
+        else:
+            r.copy(n)
+    return r.finish()
