@@ -150,3 +150,28 @@ def test_new_learning_rate_retraces_without_compiling_kernels():
     assert compile_stats() == before
     for p, q in zip(me.parameters(), mt.parameters()):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_step_returning_the_loss_after_its_own_backward_and_update(backend):
+    # the loss keeps its graph but a backward inside freed it: no outer backward, and the program takes
+    # exactly the function's inputs (the cotangent input the failed derivation added is dropped again)
+    def make():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+        return m, torch.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(m, opt, x, y):
+        loss = nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    (me, oe), (mt, ot) = make(), make()
+    traced = torch.trace(lambda x, y: step(mt, ot, x, y), backend=backend)
+    for _ in range(3):
+        np.testing.assert_allclose(float(traced(x, y)), float(step(me, oe, x, y)), rtol=1e-5)
+    for a, b in zip(mt.parameters(), me.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert traced.cache_info()["traces"] == 1

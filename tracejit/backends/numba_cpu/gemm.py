@@ -10,7 +10,7 @@ import numpy as np
 
 from kernels.cpu.blas import gemm_acc
 from ...ir.graph import Value
-from ...ops.registry import AVal, Op
+from ...ops.registry import OPS, AVal, Op
 from ...passes.rewrite import Rewriter
 
 
@@ -32,8 +32,9 @@ MIN_ELEMENTS = 1 << 14
 
 
 def gemm_updates(g):
-    """`P + k * (A @ B)`, `P - k * (A @ B)`, `P +- A @ B` (k a Python number; P, A, B 2-D, float32 or float64,
-    P of the product's shape, the product and its scaled value read by nothing else) -> gemm_acc(P, A, B)."""
+    """`P + k * (A @ B)`, `P - k * (A @ B)`, `P +- A @ B` (k a Python number; P an input of the program; P, A, B
+    2-D, float32 or float64, P of the product's shape, the product and its scaled value read by nothing else)
+    -> gemm_acc(P, A, B)."""
     uses = {}
     for n in g.nodes:
         for i in n.inputs:
@@ -44,19 +45,23 @@ def gemm_updates(g):
             uses[id(v)] = uses.get(id(v), 0) + 2       # returned: never folded away
 
     def product(v):
-        """(A, B) when v is a 2-D float matmul read once, else None."""
+        """(A, B, transposed, nodes) when v is a 2-D float matmul read once, or its transpose (nn.Linear's weight
+        gradient: (B.T @ A.T)), else None."""
         n = v.producer if isinstance(v, Value) else None
+        if n is not None and n.op.name == "permute" and tuple(n.attrs["dims"]) == (1, 0) and uses.get(id(v)) == 1:
+            ab = product(n.inputs[0])
+            return None if ab is None or ab[2] else (ab[0], ab[1], True, ab[3] + [n])
         if n is None or n.op.name != "matmul" or uses.get(id(v)) != 1 or len(v.shape) != 2 or \
                 v.dtype.np not in (np.float32, np.float64) or any(len(x.shape) != 2 for x in n.inputs) or \
                 v.shape[0] * v.shape[1] < MIN_ELEMENTS:
             return None
-        return n.inputs
+        return n.inputs[0], n.inputs[1], False, [n]
 
     def scaled(v):
-        """(A, B, k) for v = k * (A @ B) or A @ B (k = 1)."""
+        """(A, B, transposed, k, the nodes it replaces) for v = k * product or a product (k = 1)."""
         ab = product(v)
         if ab is not None:
-            return ab[0], ab[1], 1.0
+            return ab[:3] + (1.0, ab[3])
         n = v.producer if isinstance(v, Value) else None
         if n is None or n.op.name != "mul" or uses.get(id(v)) != 1:
             return None
@@ -65,8 +70,11 @@ def gemm_updates(g):
         if isinstance(k, Value) or isinstance(k, bool) or not isinstance(k, (int, float)):
             return None
         ab = product(m)
-        return None if ab is None else (ab[0], ab[1], float(k))
+        return None if ab is None else ab[:3] + (float(k), ab[3] + [n])
 
+    # P a program input (a weight, optimizer state): an intermediate P (momentum's mu * buf) would leave the
+    # fused kernel that computes it and the update together, for a copy and a second kernel
+    inputs = set(id(v) for v in g.inputs)
     found = {}        # id(node) -> (P, A, B, alpha); the nodes it replaces
     dead = set()
     for n in g.nodes:
@@ -75,16 +83,14 @@ def gemm_updates(g):
         out = n.outputs[0]
         for j in ((0, 1) if n.op.name == "add" else (0,)):
             p, t = n.inputs[j], n.inputs[1 - j]
-            if not (isinstance(p, Value) and isinstance(t, Value) and len(out.shape) == 2 and
+            if not (isinstance(p, Value) and id(p) in inputs and isinstance(t, Value) and len(out.shape) == 2 and
                     p.dtype is out.dtype is t.dtype and tuple(p.shape) == tuple(out.shape) == tuple(t.shape)):
                 continue
             s = scaled(t)
             if s is not None:
-                a, b, k = s
-                found[id(n)] = (p, a, b, -k if n.op.name == "sub" else k)
-                dead.add(id(t.producer))
-                if t.producer.op.name == "mul":
-                    dead.add(id(next(i for i in t.producer.inputs if isinstance(i, Value)).producer))
+                a, b, transposed, k, nodes = s
+                found[id(n)] = (p, a, b, transposed, -k if n.op.name == "sub" else k)
+                dead.update(id(m) for m in nodes)
                 break
     if not found:
         return g
@@ -93,8 +99,13 @@ def gemm_updates(g):
         if id(n) in dead:
             continue
         if id(n) in found:
-            p, a, b, alpha = found[id(n)]
-            (o,) = r.emit(GEMM_ACC, [p, a, b], {"alpha": alpha}, [AVal(n.outputs[0].shape, n.outputs[0].dtype)])
+            p, a, b, transposed, alpha = found[id(n)]
+            a, b = r.get(a), r.get(b)
+            if transposed:        # (A @ B).T = B.T @ A.T: transposed views, which BLAS reads as they are
+                a, b = [r.g.add_node(OPS["permute"], [x], {"dims": (1, 0)}, AVal(x.shape[::-1], x.dtype))[0]
+                        for x in (b, a)]
+            (o,) = r.g.add_node(GEMM_ACC, [r.get(p), a, b], {"alpha": alpha},
+                                [AVal(n.outputs[0].shape, n.outputs[0].dtype)])
             r.alias(n.outputs[0], o)
         else:
             r.copy(n)
