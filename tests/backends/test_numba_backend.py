@@ -499,6 +499,25 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     fs["numba"](x)
     assert copies == [] or not _load()
 
+    # nn.Linear's weight gradient is a transposed product (dZ.T @ X, written (X.T @ dZ).T): one gemm_acc too
+    def linear_step(m, opt, x, y):
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.detach()
+    runs = {}
+    for b in ("numba", "interpreter"):
+        tracejit.manual_seed(3)
+        m = tracejit.nn.Linear(256, 128)
+        opt = tracejit.optim.SGD(m.parameters(), lr=0.1)
+        f = tracejit.trace(lambda x, y, m=m, opt=opt: linear_step(m, opt, x, y), backend=b)
+        xs, ys = tracejit.randn(64, 256), tracejit.randint(0, 128, (64,))
+        runs[b] = ([float(f(xs, ys)) for _ in range(3)], m.weight.detach().numpy(), f.graph(xs, ys).entry.fwd_fn)
+    np.testing.assert_allclose(runs["numba"][0], runs["interpreter"][0], rtol=1e-5)
+    np.testing.assert_allclose(runs["numba"][1], runs["interpreter"][1], rtol=1e-4, atol=2e-5)
+    assert "gemm_acc" in runs["numba"][2].graph.text()
+
     def self_update(w):
         w -= 0.01 * (w @ w)              # A and B are W: not in place
         return w.sum()
