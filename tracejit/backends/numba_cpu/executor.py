@@ -201,6 +201,9 @@ class CompiledGraph:
         return bufs
 
     def __call__(self, arrays):
+        if len(arrays) != len(self._in_slots):      # (zip below would drop or leave inputs silently)
+            raise RuntimeError(f"tracejit: the compiled program takes {len(self._in_slots)} inputs, got "
+                               f"{len(arrays)} (a tracejit bug; please report it)")
         # a call takes a buffer set from the pool (a concurrent call finds it empty and gets its own)
         pool = self._pool
         bufs = pool.pop() if pool else self._alloc()
