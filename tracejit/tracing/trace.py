@@ -493,7 +493,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         e.out_rg = [i for i, o in enumerate(outs) if o._requires_grad]
         cts = grads = []
         if STATE.grad_enabled and diff_pos and e.out_rg:
-            n_in = len(g.inputs)
+            n_in, n_nodes = len(g.inputs), len(g.nodes)
             try:
                 from ..passes.autodiff import differentiate
                 cts, grads = differentiate([outs[i] for i in e.out_rg], [ctx.slots[i].tensor for i in diff_pos])
@@ -502,7 +502,8 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
                     raise
                 log.info("tracejit: %s: no outer backward (the graph was freed by a backward inside)", fn)
                 e.out_rg, cts, grads = [], [], []
-                del g.inputs[n_in:], g.input_names[n_in:]     # the cotangent inputs differentiate added
+                # what the failed derivation added: its cotangent inputs and the nodes it recorded before failing
+                del g.inputs[n_in:], g.input_names[n_in:], g.nodes[n_nodes:]
         e.diff_inputs = diff_pos if grads else []
         e.diff_meta = (tuple(tuple(ctx.slots[i].tensor.shape) for i in e.diff_inputs),
                        tuple(ctx.slots[i].tensor.dtype for i in e.diff_inputs))
