@@ -4,6 +4,8 @@
 """
 __version__ = "0.1.0"
 
+import numpy as _np
+
 from . import _dtype
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16, float32, float64, dtype,
                      get_default_dtype, set_default_dtype, promote_types)
@@ -85,6 +87,29 @@ from . import optim, utils
 from .serialization import save, load
 from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402
 from .explain import explain  # noqa: E402,F811  (tracejit.explain(fn, *args): see tracejit/explain.py)
+
+
+def set_num_threads(n):
+    """Threads for the CPU work (torch.set_num_threads): numpy's OpenBLAS (matmul) and numba's parallel kernels
+    (for the calling thread; numba's pool, one thread per core, is the upper bound)."""
+    import builtins
+    if isinstance(n, builtins.bool) or not isinstance(n, (builtins.int, _np.integer)) or n < 1:
+        raise RuntimeError(f"set_num_threads expects a positive integer, got {n!r}")
+    n = builtins.int(n)
+    from kernels.cpu.blas import blas_threads     # (kernels.cpu first: its numba settings precede numba's pool)
+    blas_threads(n)
+    import numba
+    numba.set_num_threads(builtins.min(n, numba.config.NUMBA_NUM_THREADS))
+
+
+def get_num_threads():
+    """The number of threads set_num_threads set (numba's count for this thread, else OpenBLAS's)."""
+    import sys as _sys
+    if "numba" in _sys.modules:
+        import numba
+        return numba.get_num_threads()
+    from kernels.cpu.blas import blas_threads
+    return blas_threads() or 1
 
 
 def cache_info():

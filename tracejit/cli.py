@@ -46,11 +46,13 @@ def demo(args):
     sizes = [64, 256, 256, 10]
     x, y = _make_data(4096, sizes[0], sizes[-1])
     batch, steps = 128, args.steps
+    torch.set_num_threads(args.threads)
     eager_p = [p.requires_grad_() for p in _mlp_params(sizes)]
     traced_p = [p.detach().clone().requires_grad_() for p in eager_p]
     step = torch.trace(lambda xb, yb: train_step(traced_p, xb, yb, 0.05), backend=args.backend)
     print(f"tracejit demo: MLP {'-'.join(map(str, sizes))}, batch {batch}, SGD, {steps} steps, "
-          f"eager vs @trace (backend={step.backend_name or torch.config.default_backend})\n")
+          f"eager vs @trace (backend={step.backend_name or torch.config.default_backend}), "
+          f"{torch.get_num_threads()} thread(s) (--threads)\n")
     print(f"{'step':>5} {'eager loss':>11} {'traced loss':>12} {'eager ms':>9} {'traced ms':>10}")
     te, tt, max_dl, compile_s = [], [], 0.0, 0.0
     for s in range(steps):
@@ -120,6 +122,8 @@ def main(argv=None):
     d = sub.add_parser("demo", help="train a small MLP eagerly and traced, side by side")
     d.add_argument("--steps", type=int, default=60)
     d.add_argument("--backend", default=None)
+    d.add_argument("--threads", type=int, default=1,
+                   help="threads for BLAS and numba in both modes (default 1: stable timings on a shared machine)")
     d.set_defaults(func=demo)
     e = sub.add_parser("explain", help="show the eager graph, the traced IR, the passes and the kernels")
     e.add_argument("target", help="MODULE:FUNCTION")

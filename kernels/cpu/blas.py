@@ -13,29 +13,49 @@ import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _FUNCS = None
+_LIB = []          # [numpy's OpenBLAS as a ctypes library, or None], once looked up
+
+
+def _library():
+    if not _LIB:
+        _LIB.append(None)
+        libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+        for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
+            try:
+                _LIB[0] = ctypes.CDLL(path)
+                break
+            except OSError:
+                continue
+    return _LIB[0]
+
+
+def _symbol(lib, *names):
+    return next((f for f in (getattr(lib, n, None) for n in names) if f is not None), None) if lib else None
 
 
 def _load():
     """{numpy dtype: cblas ?gemm function} from numpy's own OpenBLAS, or {} when it is not there."""
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        out = {}
-        for dt, ch, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
-            for name, idx in ((f"scipy_cblas_{ch}gemm64_", ctypes.c_int64), (f"cblas_{ch}gemm64_", ctypes.c_int64)):
-                f = getattr(lib, name, None)
-                if f is not None:
-                    f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, idx, idx, idx, real, ctypes.c_void_p,
-                                  idx, ctypes.c_void_p, idx, real, ctypes.c_void_p, idx]
-                    f.restype = None
-                    out[np.dtype(dt)] = f
-                    break
-        if out:
-            return out
-    return {}
+    lib, out = _library(), {}
+    for dt, ch, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
+        f = _symbol(lib, f"scipy_cblas_{ch}gemm64_", f"cblas_{ch}gemm64_")    # 64-bit integer interfaces
+        if f is not None:
+            idx = ctypes.c_int64
+            f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, idx, idx, idx, real, ctypes.c_void_p,
+                          idx, ctypes.c_void_p, idx, real, ctypes.c_void_p, idx]
+            f.restype = None
+            out[np.dtype(dt)] = f
+    return out
+
+
+def blas_threads(n=None):
+    """The number of threads numpy's OpenBLAS uses (None where it is not found); with `n`, set it first."""
+    lib = _library()
+    if n is not None:
+        f = _symbol(lib, "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+        if f is not None:
+            f(ctypes.c_int(n))
+    f = _symbol(lib, "scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+    return None if f is None else int(f())
 
 
 def _operand(x):
