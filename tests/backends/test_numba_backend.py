@@ -386,6 +386,28 @@ def test_sum_over_a_long_last_dim_with_broadcasting_uses_a_scratch_row():
     assert ks.mode == "nd" and "rsum(t0" in ks.source
 
 
+@pytest.mark.parametrize("shape,pshape,dims,loop", [
+    ((4, 3, 5, 6), (1, 3, 1, 1), (0,), [4, 3, 30]),            # NCHW, per-channel parameters: H, W merged
+    ((4, 3, 5, 6), (5, 6), (0,), [4, 3, 30]),
+    ((4, 3, 5, 6), (1, 3, 1, 1), (0, 2), [4, 3, 5, 6]),         # the sum treats H and W apart: not merged
+    ((2, 1, 7, 4), (7, 1), (0,), [2, 7, 4]),                    # a size-1 dim dropped
+])
+def test_nd_kernels_loop_over_merged_dims(shape, pshape, dims, loop):
+    # neighbouring dims every operand treats alike loop as one: (N, C, H*W) for per-channel work, not rows of W
+    def fn(x, m, s):
+        y = (x - m) * s
+        return y, (y * x).sum(dims, keepdim=True)
+    rng = np.random.default_rng(11)
+    x = tracejit.tensor(rng.standard_normal(shape).astype(np.float32))
+    m, s = (tracejit.tensor(rng.standard_normal(pshape).astype(np.float32)) for _ in range(2))
+    for a, b in zip(*both(fn, x, m, s)):
+        assert_same(a, b)
+    tf = tracejit.trace(fn, backend="numba")
+    tf(x, m, s)
+    (ks, _), = _kernels(tf.graph(x, m, s).entry.fwd_fn)
+    assert ks.mode == "nd" and list(ks.extra_args[:len(loop)]) == loop
+
+
 def test_views_reach_kernels_as_contiguous_arrays():
     """A stride-0 cotangent (sum's backward expands a scalar), a strided slice, a read-only array: each kernel
     keeps the one specialization compiled at trace time (a view would be typed in Python, compiled again at

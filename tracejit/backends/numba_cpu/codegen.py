@@ -227,12 +227,18 @@ def generate(node, name, fastmath=False):
         extra_names.append("n")
         extra_args.append(size)
     elif mode == "nd":
+        groups = loop_dims(shape, [v.shape for v, kind in zip(ins, in_kinds) if kind == "bcast"],
+                           [dims for _, _, dims in reductions])
+        lshape = [int(np.prod([shape[a] for a in g], dtype=np.int64)) for g in groups]
+        reductions = [(k, src, tuple(i for i, g in enumerate(groups) if g[0] in dims)) for k, src, dims in reductions]
+        r = len(lshape)
         extra_names += [f"d{a}" for a in range(r)]
-        extra_args += list(shape)
+        extra_args += lshape
         for j, (v, kind) in enumerate(zip(ins, in_kinds)):
             if kind != "bcast":
                 continue
-            vs = (1,) * (r - v.ndim) + tuple(v.shape)
+            full = (1,) * (len(shape) - v.ndim) + tuple(v.shape)
+            vs = [int(np.prod([full[a] for a in g], dtype=np.int64)) for g in groups]
             st, acc = [0] * r, 1
             for a in range(r - 1, -1, -1):
                 st[a] = 0 if vs[a] == 1 else acc
@@ -245,7 +251,7 @@ def generate(node, name, fastmath=False):
             for a in range(r - 1, -1, -1):
                 if a not in dims:
                     st[a] = acc
-                    acc *= shape[a]
+                    acc *= lshape[a]
             extra_names += [f"rs{k}_{a}" for a in range(r)]
             extra_args += st
             last_stride[f"acc{k}"] = st[-1]
@@ -343,6 +349,23 @@ def generate(node, name, fastmath=False):
                       tuple(extra_args), size, params)
     ks.parallel_ok = parallel_ok
     return ks
+
+
+def loop_dims(shape, bcast_shapes, reduced):
+    """The loop nest of an nd kernel: groups of the output's dims that loop as one. Size-1 dims are dropped,
+    and neighbours merge when every operand treats them alike (an input broadcast along both or along
+    neither, a sum reducing both or neither): NCHW with per-channel parameters or statistics loops over
+    (N, C, H*W), not over rows of W elements."""
+    r = len(shape)
+    flags = [[s[a] == 1 for a in range(r)] for s in ((1,) * (r - len(b)) + tuple(b) for b in bcast_shapes)]
+    flags += [[a in dims for a in range(r)] for dims in reduced]
+    groups = []
+    for a in [a for a in range(r) if shape[a] != 1] or [r - 1]:
+        if groups and all(f[a] == f[groups[-1][-1]] for f in flags):
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    return groups
 
 
 def njit_flags(fastmath):
