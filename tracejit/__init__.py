@@ -6,7 +6,10 @@ __version__ = "0.1.0"
 
 import numpy as _np
 
-from . import _dtype
+from . import _malloc
+_malloc.tune()
+
+from . import _dtype  # noqa: E402
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16, float32, float64, dtype,
                      get_default_dtype, set_default_dtype, promote_types)
 from ._tensor import Tensor, device
