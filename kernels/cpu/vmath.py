@@ -67,8 +67,8 @@ Taylor, degree 8), float64 Taylor degree 13, both with Cody-Waite reduction
 and an FMA recombination for expm1; log/log1p fdlibm (musl) e_logf/e_log and
 s_log1p(f) made branch-free; tanh Cephes small-|x| polynomial/rational plus
 1 - 2/(exp(2|x|)+1); sigmoid e/(1+e) with the rounding errors of 1+e and of
-the division compensated (e = exp(-|x|) without exp's overflow handling); erf fdlibm s_erf(f) with all 4 ranges evaluated
-and selected.
+the division compensated (e = exp(-|x|) without exp's overflow handling);
+erf fdlibm s_erf(f) with all 4 ranges evaluated and selected.
 
 Design notes
 ------------

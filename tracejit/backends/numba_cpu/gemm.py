@@ -75,8 +75,8 @@ def gemm_updates(g):
     # P a program input (a weight, optimizer state): an intermediate P (momentum's mu * buf) would leave the
     # fused kernel that computes it and the update together, for a copy and a second kernel
     inputs = set(id(v) for v in g.inputs)
-    found = {}        # id(node) -> (P, A, B, alpha); the nodes it replaces
-    dead = set()
+    found = {}        # id(add/sub node) -> (P, A, B, transposed, alpha)
+    dead = set()      # ids of the nodes the gemm_acc replaces (the matmul, its transpose, the scaling)
     for n in g.nodes:
         if n.op.name not in ("add", "sub") or len(n.inputs) != 2:
             continue
