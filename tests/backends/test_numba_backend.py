@@ -521,6 +521,18 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     fs["numba"](x)
     assert copies == [] or not _load()
 
+    # x.grad accumulated over calls, x.grad + dZ @ W.T: a gemm_acc into a copy of the old gradient
+    x64 = rng.standard_normal((64, 256)).astype(np.float32)     # a gradient of 16Ki elements: lowered too
+    xs = {b: tracejit.tensor(x64.copy(), requires_grad=True) for b in ws}
+    ws = {b: tracejit.tensor(w0.copy(), requires_grad=True) for b in ws}
+    fs = {b: tracejit.trace(lambda x, b=b: step(x, ws[b]), backend=b) for b in ws}
+    for _ in range(3):
+        for b in fs:
+            fs[b](xs[b])
+    want = xs["interpreter"].grad.numpy()
+    np.testing.assert_allclose(xs["numba"].grad.numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    assert [n.op.name for n in fs["numba"].graph(xs["numba"]).entry.fwd_fn.graph.nodes].count("gemm_acc") == 2
+
     # nn.Linear's weight gradient is a transposed product (dZ.T @ X, written (X.T @ dZ).T): one gemm_acc too
     def linear_step(m, opt, x, y):
         loss = F.cross_entropy(m(x), y)
