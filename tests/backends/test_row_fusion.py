@@ -148,3 +148,14 @@ def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():
     tf = tracejit.trace(f)
     np.testing.assert_allclose(tf(x).numpy(), f(x).numpy(), rtol=1e-4)
     assert not any("rows" in n.attrs for n in fused_nodes(tf.graph(x).entry.fwd_fn.graph))
+
+
+def test_layer_norm_reads_each_row_once_for_its_mean_and_variance():
+    # the mean and the variance's mean are one row sum (they were two passes over the row)
+    x = tracejit.randn(16, 300)
+    w, b = tracejit.randn(300), tracejit.randn(300)
+    tf = tracejit.trace(lambda x: F.layer_norm(x, (300,), w, b), backend="numba")
+    np.testing.assert_allclose(tf(x).numpy(), F.layer_norm(x, (300,), w, b).numpy(), rtol=1e-5, atol=1e-5)
+    (code,) = [ks.code for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels]
+    kernel = code.split("def kernel(")[1].split("def kernel_par(")[0]
+    assert kernel.count("rsum(") == 1 and kernel.count("rsumsq(") == 1

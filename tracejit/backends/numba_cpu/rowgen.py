@@ -38,7 +38,9 @@ def generate_rows(node, name, fastmath=False):
     row_stmts = {}             # level -> statements run once per row after the loop of that level
     updates = {}               # pass -> (scratch, value): that inner loop fills a reduction's scratch row
     scratch = []               # scratch rows, allocated once per block of rows
-    head = ["N = L * T"]       # before the row loop
+    rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
+    row_sums = {}              # that row -> the variable holding its float64 sum (layer norm's mean and var
+    head = ["N = L * T"]       # before the row loop                      share one pass)
     in_kinds = []
     for j, v in enumerate(ins):
         kind = row_class(v.shape, dom)
@@ -71,19 +73,30 @@ def generate_rows(node, name, fastmath=False):
             x, t = names[id(nd.inputs[0])], f"t{q}"
             dt = f"np.{_npname(o.dtype)}"
             j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full" and L == 1), None)
-            if j is None:
+            shared = op in ("sum", "mean", "var")       # they only read the row (softmax's family writes it)
+            if shared and id(nd.inputs[0]) in rows_of:
+                t = rows_of[id(nd.inputs[0])]
+            elif j is None:
                 scratch.append(f"{t} = np.empty(N, np.{_npname(nd.inputs[0].dtype)})")
                 updates.setdefault(lv + 1, []).append((t, x))
             else:           # reduce the input's row slice itself (read-only)
                 t = f"p{j}"
+            if shared:
+                rows_of[id(nd.inputs[0])] = t
             rs = row_stmts.setdefault(lv + 1, [])
             n_ = const(float(N), D.float64)
+
+            def row_sum():
+                if t not in row_sums:
+                    row_sums[t] = f"r{q}"
+                    rs.append(f"r{q} = rsum({t}, N)")
+                return row_sums[t]
             if op in ("sum", "mean"):
-                rs.append(f"{nm} = {dt}(rsum({t}, N){'' if op == 'sum' else f' / {n_}'})")
+                rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else f' / {n_}'})")
             elif op == "var":
                 corr = nd.attrs["correction"]
                 den = const(float(N - corr) if N > corr else 0.0, D.float64)
-                rs += [f"m{q} = rsum({t}, N) / {n_}", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
+                rs += [f"m{q} = {row_sum()} / {n_}", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
             elif op in ("amax", "amin"):
                 rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
