@@ -17,8 +17,6 @@
 Benchmarks are modules `benches/bench_<name>.py` with `run(quick=False)` returning a list of `Result`
 (or of dicts); `tracejit bench` prints them as one table.
 """
-import ctypes
-import glob
 import os
 import statistics
 import subprocess
@@ -40,6 +38,7 @@ if ROOT not in sys.path:
 # tracejit's numba settings (OpenMP workers that sleep soon, the vector width) before pin_threads() starts
 # numba's threads or torch loads its own OpenMP: as in a user's process that imports tracejit first
 import kernels.cpu  # noqa: E402,F401
+from kernels.cpu.blas import blas_threads  # noqa: E402
 
 # What the command line chose; benchmarks read it (their run() only takes `quick`).
 CONFIG = {
@@ -89,7 +88,7 @@ def pin_threads(n=None):
     """Pin OpenBLAS, torch and numba to `n` threads (default CONFIG['threads']); returns what was set."""
     n = n or CONFIG["threads"]
     done = {}
-    blas = _openblas_set(n)
+    blas = blas_threads(n)
     done["OpenBLAS"] = blas if blas is not None else os.environ.get("OPENBLAS_NUM_THREADS", "?") + " (env)"
     if "torch" in sys.modules or (wanted("torch") and _importable("torch")):
         try:
@@ -105,26 +104,6 @@ def pin_threads(n=None):
     except Exception:
         pass
     return done
-
-
-def _openblas_set(n):
-    libdirs = [os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs"),
-               os.path.join(os.path.dirname(np.__file__), os.pardir, "scipy_openblas32", "lib"),
-               os.path.join(os.path.dirname(np.__file__), os.pardir, "scipy_openblas64", "lib")]
-    for d in libdirs:
-        for path in glob.glob(os.path.join(d, "*openblas*")):
-            try:
-                lib = ctypes.CDLL(path)
-            except OSError:
-                continue
-            for prefix in ("scipy_openblas_", "openblas_"):
-                for suffix in ("64_", ""):
-                    setf = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                    getf = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                    if setf is not None and getf is not None:
-                        setf(n)
-                        return getf()
-    return None
 
 
 def _importable(mod):

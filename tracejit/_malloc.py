@@ -3,7 +3,7 @@
 glibc serves allocations above M_MMAP_THRESHOLD (128 KiB, adjusted upward only in some patterns) with fresh
 mmap'd pages and returns them on free: every such array the next op allocates page-faults on first touch
 (measured: a 2 MiB float32 temporary made and freed in a loop, ~990 minor faults per iteration, ~5 with the
-settings below; the CNN example's first convolution 1.11 -> 0.33 ms, its eager step 15.2 -> 12.8 ms). Arrays up
+settings below; the CNN bench's first convolution 1.11 -> 0.33 ms, its eager step 15.2 -> 12.8 ms). Arrays up
 to 32 MiB now come from the heap, and up to 256 MiB of freed memory stays in the process for reuse: the
 caching-allocator trade PyTorch and XLA make with their own allocators. Linux/glibc only; nothing is changed
 when the user tuned malloc (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, GLIBC_TUNABLES) or set

@@ -17,15 +17,17 @@ _LIB = []          # [numpy's OpenBLAS as a ctypes library, or None], once looke
 
 
 def _library():
+    """numpy's OpenBLAS: bundled in numpy.libs (pip wheels), or the scipy-openblas wheel a numpy build links."""
     if not _LIB:
         _LIB.append(None)
-        libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-        for path in sorted(glob.glob(os.path.join(libdir, "*openblas*"))):
-            try:
-                _LIB[0] = ctypes.CDLL(path)
-                break
-            except OSError:
-                continue
+        root = os.path.join(os.path.dirname(np.__file__), os.pardir)
+        for d in ("numpy.libs", os.path.join("scipy_openblas32", "lib"), os.path.join("scipy_openblas64", "lib")):
+            for path in sorted(glob.glob(os.path.join(root, d, "*openblas*"))):
+                try:
+                    _LIB[0] = ctypes.CDLL(path)
+                    return _LIB[0]
+                except OSError:
+                    continue
     return _LIB[0]
 
 
@@ -48,13 +50,15 @@ def _load():
 
 
 def blas_threads(n=None):
-    """The number of threads numpy's OpenBLAS uses (None where it is not found); with `n`, set it first."""
+    """The number of threads numpy's OpenBLAS uses (None where it is not found); with `n`, set it first. The one
+    place that sets it: tracejit.set_num_threads, benches/harness.pin_threads and the tests' fixtures call it."""
+    names = [f"{p}{{}}_num_threads{s}" for p in ("scipy_openblas_", "openblas_") for s in ("64_", "")]
     lib = _library()
     if n is not None:
-        f = _symbol(lib, "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+        f = _symbol(lib, *[nm.format("set") for nm in names])
         if f is not None:
             f(ctypes.c_int(n))
-    f = _symbol(lib, "scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+    f = _symbol(lib, *[nm.format("get") for nm in names])
     return None if f is None else int(f())
 
 

@@ -3,34 +3,15 @@ thread and sets OPENBLAS/OMP/MKL_NUM_THREADS in os.environ (inherited by every l
 of the process; test_check_same_tolerances puts benches/ on sys.path. Under pytest-xdist the tests that share a
 worker with these vary from run to run (serially: every test after tests/cli), so each test here gives the
 process back as it found it: thread counts, those variables and sys.path."""
-import ctypes
-import glob
 import os
 import sys
 
 import pytest
 
+from kernels.cpu.blas import blas_threads
+
 ENV_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
             "PJRT_NPROC")    # harness.try_jax sets it (the jax CPU client's thread count)
-
-
-def _openblas(n=None):
-    """OpenBLAS's thread count (numpy's bundled library), after setting it to n if given; None if not found."""
-    import numpy as np
-    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix in ("scipy_openblas_", "openblas_"):
-            for suffix in ("64_", ""):
-                setf = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                getf = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                if setf is not None and getf is not None:
-                    if n is not None:
-                        setf(n)
-                    return getf()
-    return None
 
 
 def _numba_started():
@@ -45,7 +26,7 @@ def _threads():
         import torch    # noqa: F401  (imported before the test: its default thread count is the one to give back)
     except ImportError:
         pass
-    out = {"openblas": _openblas()}
+    out = {"openblas": blas_threads()}
     if "torch" in sys.modules:
         out["torch"] = sys.modules["torch"].get_num_threads()
     if _numba_started():        # numba.get_num_threads() would start its thread pool
@@ -66,7 +47,7 @@ def _give_back_threads_env_and_path():
             os.environ[v] = val
     sys.path[:] = path
     if before["openblas"] is not None:
-        _openblas(before["openblas"])
+        blas_threads(before["openblas"])
     if "torch" in before and "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(before["torch"])
     if _numba_started():

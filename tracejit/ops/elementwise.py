@@ -94,13 +94,14 @@ def _eager(np_fn, rule):
             cdt, odt = _compute_dtype(rule, args)
             npd = cdt.np
             cast = [a.astype(npd) if isinstance(a, np.ndarray) and a.dtype != npd else a for a in args]
-            if ufunc and odt is cdt and not attrs:
+            copies = [c for a, c in zip(args, cast) if c is not a]
+            if copies and ufunc and odt is cdt and not attrs:
                 # write the result into a cast copy of the output's shape (a float * bool mask, say): a fresh
                 # big output costs more in page faults than the multiply (numpy elides such temporaries in
                 # `a * b`, not in a ufunc call)
                 shape = np.broadcast_shapes(*[np.shape(a) for a in cast])
-                for a, c in zip(args, cast):
-                    if c is not a and c.shape == shape:
+                for c in copies:
+                    if c.shape == shape:
                         return np_fn(*cast, out=c)
             args = cast
         out = np_fn(*args, **attrs)

@@ -155,7 +155,7 @@ def param_args(params):
     with their dtypes: float64 holds every float32 value exactly)."""
     if not params:
         return [], []
-    return ["kp"], [f"k{q} = " + ("kp[{0}]" if v.dtype == np.float64 else f"np.{v.dtype.name}(kp[{{0}}])").format(q)
+    return ["kp"], [f"k{q} = kp[{q}]" if v.dtype == np.float64 else f"k{q} = np.{v.dtype.name}(kp[{q}])"
                     for q, v in enumerate(params)]
 
 

@@ -11,7 +11,6 @@ from sys import getrefcount
 
 import numpy as np
 
-from kernels.cpu.blas import gemm_acc
 from ..._keep import Keeper
 from ...ir.graph import Value
 from . import codegen
@@ -186,10 +185,7 @@ class CompiledGraph:
 
         def step(env):
             p = env[ps]
-            if env[ok] and type(p) is np.ndarray and gemm_acc(env[as_], env[bs], p, alpha, 1.0):
-                env[o] = p
-            else:
-                env[o] = impl(p, env[as_], env[bs], alpha=alpha)
+            env[o] = impl(p, env[as_], env[bs], alpha=alpha, out=p if env[ok] else None)
         return step
 
     def _alloc(self):

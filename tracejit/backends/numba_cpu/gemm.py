@@ -14,14 +14,17 @@ from ...ops.registry import OPS, AVal, Op
 from ...passes.rewrite import Rewriter
 
 
-def _impl(p, a, b, alpha):
+def _impl(p, a, b, alpha, out=None):
+    """p + alpha * a @ b: into `out` (p's own array, donated) when BLAS can write it there, else into a copy."""
+    if out is not None and type(out) is np.ndarray and gemm_acc(a, b, out, alpha, 1.0):
+        return out
     c = np.array(p, order="C")
     if not gemm_acc(a, b, c, alpha, 1.0):
         c += alpha * (a @ b) if alpha != 1 else a @ b
     return c
 
 
-def _meta(p, a, b, alpha):
+def _meta(p, a, b, alpha, out=None):
     return AVal(p.shape, p.dtype)
 
 

@@ -39,8 +39,8 @@ def generate_rows(node, name, fastmath=False):
     updates = {}               # pass -> (scratch, value): that inner loop fills a reduction's scratch row
     scratch = []               # scratch rows, allocated once per block of rows
     rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
-    row_sums = {}              # that row -> the variable holding its float64 sum (layer norm's mean and var
-    head = ["N = L * T"]       # before the row loop                      share one pass)
+    row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
+    head = ["N = L * T"]       # before the row loop
     in_kinds = []
     for j, v in enumerate(ins):
         kind = row_class(v.shape, dom)
