@@ -1,5 +1,5 @@
-"""Hand-written numba kernels for the CPU. Importing any of them first tunes numba's code generation and its
-OpenMP threads (below)."""
+"""Hand-written numba kernels for the CPU. Importing any of them first tunes numba's code generation, its
+OpenMP threads and its start-up (below)."""
 import os
 
 
@@ -39,7 +39,38 @@ def _prefer_512_bit_vectors():
         config.CPU_FEATURES = features + ",-prefer-256-bit"
 
 
+def _numba_without_scipy_linalg():
+    """Keep numba's first compilation from importing scipy.linalg.
+
+    The first compilation in a process imports numba.np.arraymath, whose module code asks
+    numba.np.linalg.ensure_blas() whether BLAS is there: that imports scipy.linalg, 0.25-0.35 s of every cold
+    start here (scipy comes with jax and many other packages), for a flag our kernels never read (it picks
+    np.dot for np.convolve/np.correlate inside numba functions). Here arraymath is imported with an ensure_blas that answers by looking for
+    scipy.linalg without importing it; the real one is back at once, and numba code that uses BLAS still calls
+    it (and imports scipy) when it is typed. Nothing is done when scipy.linalg or arraymath is already loaded."""
+    import sys
+    if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
+        return
+    import importlib.util
+    from numba.np import linalg
+
+    def ensure_blas():
+        try:
+            found = importlib.util.find_spec("scipy.linalg") is not None
+        except ImportError:
+            found = False
+        if not found:
+            raise ImportError("scipy 0.16+ is required for linear algebra")
+
+    real, linalg.ensure_blas = linalg.ensure_blas, ensure_blas
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = real
+
+
 _CORES_512 = frozenset(("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids"))
 
 _short_omp_spin()
 _prefer_512_bit_vectors()
+_numba_without_scipy_linalg()

@@ -369,3 +369,53 @@ def test_fresh_process_traced_program_from_cache(cache_env):
     for r in runs:
         assert r["loss"] < 1e-5 and r["grad"] < 1e-5 and r["q"], r
         assert "ZeroDivisionError" in r["raised"], r
+
+
+def test_cold_program_compiles_only_its_kernels(cache_env):
+    """A cold process (empty cache) compiles the program's kernels and tracejit's helpers, nothing of numba's
+    own: kernels allocate no arrays (scratch rows come from the host), call the per-dtype math helpers, and
+    numba's start-up leaves scipy.linalg unimported. Each of numba's overloads costs 30-100 ms per process."""
+    child = """
+        import json, sys, importlib.util
+        import numpy as np
+        import tracejit as tj
+        from numba.core import event
+
+        compiled = []
+
+        class Listen(event.Listener):
+            def on_start(self, ev):
+                pass
+
+            def on_end(self, ev):
+                compiled.append(ev.data["dispatcher"].py_func.__module__)
+
+        event.register("numba:compile", Listen())
+
+        def f(x, w, b):
+            y = tj.softmax(tj.tanh(x) * w, dim=-1)                    # a row kernel
+            z = tj.relu(x + b).sum(0) / 64                             # an nd kernel summing over rows
+            return (y * x).sum() + (tj.exp(z) * 0.5).sum() + tj.sigmoid(x).sum()   # full sums (chunks)
+
+        rng = np.random.default_rng(0)
+        out = {}
+        for dt in (np.float32, np.float64):
+            a = [rng.standard_normal(s).astype(dt) for s in ((64, 256), (256,), (256,))]
+            ts = [tj.tensor(v, requires_grad=True) for v in a]
+            loss = tj.trace(f)(*ts)
+            loss.backward()
+            es = [tj.tensor(v, requires_grad=True) for v in a]
+            want = f(*es)
+            want.backward()
+            out[dt.__name__] = max([abs(float(loss) - float(want)) / abs(float(want))] +
+                                   [float(np.abs(t.grad.numpy() - e.grad.numpy()).max() / np.abs(e.grad.numpy()).max())
+                                    for t, e in zip(ts, es)])
+        scipy = importlib.util.find_spec("scipy") is not None
+        print(json.dumps(dict(compiled=compiled, err=out, scipy=scipy, linalg="scipy.linalg" in sys.modules)))
+        """
+    r = run_child(child, cache_env, timeout=300)
+    mods = r["compiled"]
+    assert any(m.startswith("tj_kernel_") for m in mods), mods
+    assert all(m.startswith(("tj_kernel_", "kernels.", "tracejit.")) for m in mods), mods
+    assert r["err"]["float32"] < 1e-4 and r["err"]["float64"] < 1e-10, r["err"]
+    assert not r["linalg"], "numba's start-up imported scipy.linalg"

@@ -125,7 +125,7 @@ def test_fused_chain_is_one_kernel_and_readable():
     text = str(g)
     assert "fused_0" in text and "| " in text and "tanh" in text
     src = compiled.source()
-    assert "tanh(" in src and "@numba.njit" in src
+    assert "tanh_f32(" in src and "@numba.njit" in src
     # the Python float 0.5 is a typed kernel argument (float32 math stays float32), not part of the source
     ks = compiled.kernels[0][1]
     assert ks.params == (0.5,) and ks.params[0].dtype == np.float32 and ks.extra_args[-1].tolist() == [0.5]

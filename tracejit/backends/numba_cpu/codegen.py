@@ -26,10 +26,19 @@ CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 sc
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
+_SUFFIX = {"float32": "_f32", "float64": "_f64"}
+_TYPED_CALL = re.compile(r"(?<![\w.])(exp|expm1|log|log1p|tanh|sigmoid|erf|relu)\(")
 
 
 def _npname(dt):
     return "bool_" if dt.np == np.bool_ else dt.np.name
+
+
+def typed_calls(text, cdt):
+    """`exp(` -> `exp_f32(` (rt.TYPED) where the compute dtype is float32 or float64: those load from numba's disk
+    cache, the generic names compile a dispatching overload in every process. An op_expression `post`."""
+    sfx = _SUFFIX.get(cdt.np.name)
+    return text if sfx is None else _TYPED_CALL.sub(lambda m: f"{m.group(1)}{sfx}(", text)
 
 
 def _cast(expr, src, dst):
@@ -113,7 +122,7 @@ class KernelSource:
     every parameter, a ReLU mask per layer) share one module and one compilation. `source` adds a header
     for readers: the kernel's name, shape and the IR body it was generated from."""
 
-    def __init__(self, name, header, code, mode, in_kinds, extra_args, size, params=()):
+    def __init__(self, name, header, code, mode, in_kinds, extra_args, size, params=(), scratch=()):
         self.name = name
         self.code = code
         self.source = header + code
@@ -125,6 +134,9 @@ class KernelSource:
         self.extra_args = tuple(extra_args) + ((np.array(params, np.float64),) if params else ())
         self.n_params = 1 if params else 0
         self.size = size
+        # (numpy dtype, length) of each scratch array the host passes after the inputs: kernels allocate nothing
+        # (numba's np.empty/np.zeros compile ~0.1-0.2 s of overloads in every process), kernel_par ignores them
+        self.scratch = tuple((np.dtype(dt), max(int(n), 1)) for dt, n in scratch)   # (>= 1: _warm runs dims of 1)
 
     def __str__(self):
         return self.source
@@ -209,7 +221,7 @@ def generate(node, name, fastmath=False):
         if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
             reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
             continue
-        text = op_expression(nd, names, dtypes, const, param=param)
+        text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
         o = nd.outputs[0]
         nm = f"v{len(stmts)}"
         names[id(o)] = nm
@@ -255,8 +267,16 @@ def generate(node, name, fastmath=False):
             extra_names += [f"rs{k}_{a}" for a in range(r)]
             extra_args += st
             last_stride[f"acc{k}"] = st[-1]
+    scratch = []                 # (name, length): float64 accumulators and scratch rows the host passes
+    for k, _, dims in reductions:
+        if mode == "chunks":
+            scratch += [(f"part{k}", -(-size // CHUNK)), (f"t{k}", min(CHUNK, size))]
+        else:
+            scratch.append((f"acc{k}", int(np.prod(outs[k].shape, dtype=np.int64))))
+            if not last_stride[f"acc{k}"]:
+                scratch.append((f"t{k}", lshape[-1]))
     kp_arg, kp_unpack = param_args(params)
-    sig = ", ".join(in_args + out_args + extra_names + kp_arg)
+    sig = ", ".join(in_args + [t for t, _ in scratch] + out_args + extra_names + kp_arg)
 
     def kernel_fn(fname, rng, flags):
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + u for u in kp_unpack]
@@ -266,9 +286,7 @@ def generate(node, name, fastmath=False):
         if mode == "chunks":
             return "\n".join(lines + chunk_loops(rng))
         for k, _, _ in reductions:
-            lines.append(f"    acc{k} = np.zeros(out{k}.size, np.float64)")
-            if not last_stride[f"acc{k}"]:     # the last dim is reduced: its summands go to a scratch row
-                lines.append(f"    t{k} = np.empty(d{r - 1}, np.float64)")
+            lines += [f"    for j in range(acc{k}.size):", f"        acc{k}[j] = 0.0"]
         if mode == "flat":
             lines.append(f"    for i in {rng}(out0.size):")
             loads = [f"x{j} = in{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"]
@@ -322,11 +340,11 @@ def generate(node, name, fastmath=False):
         # elementwise loop has no loop-carried dependency, so it vectorizes), keeps one partial sum per chunk,
         # and adds the partials in chunk order: the same result serially or in threads, whatever their number
         lines = ["    nc = (n + CHUNK - 1) // CHUNK"]
-        lines += [f"    part{k} = np.empty(nc, np.float64)" for k, _, _ in reductions]
-        lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK", "        m = min(CHUNK, n - lo)"]
+        lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK", "        m = CHUNK if CHUNK < n - lo else n - lo"]
         lines += [f"        f{j} = in{j}[lo:lo + m]" for j, kind in enumerate(in_kinds) if kind == "full"]
         lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(outs)) if k not in red_outs]
-        lines += [f"        t{k} = np.empty(m, np.float64)" for k, _, _ in reductions]
+        if rng != "range":       # threads: each chunk its own scratch row
+            lines += [f"        t{k} = np.empty(m, np.float64)" for k, _, _ in reductions]
         lines.append("        for i in range(m):")
         body = [f"x{j} = f{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"] + stmts
         body += [f"g{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
@@ -346,7 +364,7 @@ def generate(node, name, fastmath=False):
     if mode == "chunks":
         consts["CHUNK"] = ("CHUNK", CHUNK)
     ks = KernelSource(name, header(title, node), module_code(consts, kernels, imports), mode, in_kinds,
-                      tuple(extra_args), size, params)
+                      tuple(extra_args), size, params, [(np.float64, n) for _, n in scratch])
     ks.parallel_ok = parallel_ok
     return ks
 

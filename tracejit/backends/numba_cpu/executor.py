@@ -111,11 +111,17 @@ class CompiledGraph:
                 fixed.append(self._nslots + 2 * len(self._buf_specs))
                 self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
+        scratch = []               # the kernel's scratch arrays: intermediate buffers too, passed after the inputs
+        for dt, length in ks.scratch:
+            scratch.append(self._nslots + 2 * len(self._buf_specs))
+            self._buf_specs.append((length, dt, (length,)))
         _warm(name, disp, n, ks)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(v.shape) == 1 for v in n.inputs)
         ins = [(slot[id(v)], v.producer is None or v.producer.op.kind != "fused") for v in n.inputs]
+        ins += [(s, False) for s in scratch]
+        in_slots += scratch
         if flat_in and not any(c for _, c in ins):
             def operands(env):
                 return [env[s] for s in in_slots]
@@ -314,7 +320,8 @@ def _may_raise(n):
 
 def _warm(name, disp, n, ks):
     """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
-    args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(1, o.dtype.np) for o in n.outputs]
+    args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
+        [np.empty(1, o.dtype.np) for o in n.outputs]
     k = len(ks.extra_args) - ks.n_params
     extra = [1] * k + list(ks.extra_args[k:])      # dims and strides 1; the graph's float scalars as they are
     fresh = not disp.signatures

@@ -18,9 +18,10 @@ import numpy as np
 from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_args, param_namer
+from .codegen import (KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_args,
+                      param_namer, typed_calls)
 
-ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (and per scratch allocation)
+ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
 
 
 def generate_rows(node, name, fastmath=False):
@@ -37,7 +38,7 @@ def generate_rows(node, name, fastmath=False):
     elem = {}                  # per-element value id -> (statement, ids of the per-element values it reads)
     row_stmts = {}             # level -> statements run once per row after the loop of that level
     updates = {}               # pass -> (scratch, value): that inner loop fills a reduction's scratch row
-    scratch = []               # scratch rows, allocated once per block of rows
+    scratch = []               # scratch rows (name, dtype): arguments of the serial kernel, per task in kernel_par
     rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
     row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
     head = ["N = L * T"]       # before the row loop
@@ -64,7 +65,7 @@ def generate_rows(node, name, fastmath=False):
         lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
         op = nd.op.name
         if nd.op.kind == "elementwise" or op == "expand":
-            text = op_expression(nd, names, dtypes, const, param=param)
+            text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
             if row_class(o.shape, dom) == "full":
                 elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
             else:
@@ -77,7 +78,7 @@ def generate_rows(node, name, fastmath=False):
             if shared and id(nd.inputs[0]) in rows_of:
                 t = rows_of[id(nd.inputs[0])]
             elif j is None:
-                scratch.append(f"{t} = np.empty(N, np.{_npname(nd.inputs[0].dtype)})")
+                scratch.append((t, nd.inputs[0].dtype.np))
                 updates.setdefault(lv + 1, []).append((t, x))
             else:           # reduce the input's row slice itself (read-only)
                 t = f"p{j}"
@@ -102,17 +103,18 @@ def generate_rows(node, name, fastmath=False):
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
                 u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
                 if u != t:
-                    scratch.append(f"{u} = np.empty(N, np.{_npname(o.dtype)})")
+                    scratch.append((u, o.dtype.np))
                 # the shift skips rmax's NaN scan: a NaN in the row makes its sum, and so every result, NaN
                 rs += [f"a{q} = rshift({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
-                       f"for c in range(N):\n    {u}[c] = exp({t}[c] - h{q})", f"s{q} = rsum({u}, N)"]
+                       f"for c in range(N):\n    {u}[c] = " + typed_calls(f"exp({t}[c] - h{q})", o.dtype),
+                       f"s{q} = rsum({u}, N)"]
                 if op == "logsumexp":
-                    rs.append(f"{nm} = {dt}(log(s{q})) + h{q}")
+                    rs.append(f"{nm} = {dt}(log_f64(s{q})) + h{q}")
                 elif op == "softmax":
                     rs.append(f"i{q} = {dt}(1.0 / s{q})")
                     elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
                 else:
-                    rs.append(f"g{q} = {dt}(log(s{q}))")
+                    rs.append(f"g{q} = {dt}(log_f64(s{q}))")
                     elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
             lv += 1
         level[id(o)] = lv
@@ -156,13 +158,14 @@ def generate_rows(node, name, fastmath=False):
 
     def kernel_fn(fname, rng, flags):
         kp_arg, kp_unpack = param_args(params)
-        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [f"out{k}" for k in range(len(outs))]
-                        + ["R", "L", "T"] + kp_arg)
+        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [t for t, _ in scratch]
+                        + [f"out{k}" for k in range(len(outs))] + ["R", "L", "T"] + kp_arg)
         rb = ROWS_PER_BLOCK
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
-        lines += ["        " + s for s in scratch]
-        lines.append(f"        for r in range(blk * {rb}, min(R, blk * {rb} + {rb})):")
+        if rng != "range":       # threads: each task its own rows
+            lines += [f"        {t} = np.empty(N, np.{np.dtype(dt).name})" for t, dt in scratch]
+        lines.append(f"        for r in range(blk * {rb}, R if R < blk * {rb} + {rb} else blk * {rb} + {rb}):")
         row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j, k in enumerate(in_kinds) if k == "full"]
                if L == 1 else []) + row_stmts.get(0, [])
         for p in range(1, npass + 1):
@@ -176,7 +179,8 @@ def generate_rows(node, name, fastmath=False):
     code = module_code(consts, [kernel_fn("kernel", "range", base),
                                 kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
                        ["from kernels.cpu.rows import rmax, rmin, rshift, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
-    ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params)
+    ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params,
+                      [(dt, N) for _, dt in scratch])
     ks.parallel_ok = R > 1
     return ks
 

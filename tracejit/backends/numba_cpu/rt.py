@@ -10,7 +10,7 @@ loop blocks SIMD of the whole fused loop).
 import math
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 
 from kernels.cpu import vmath
@@ -28,6 +28,25 @@ erf = vmath.verf
 maximum = vmath.vmaximum
 minimum = vmath.vminimum
 
+
+@njit(**vmath._OPTS)
+def relu_f32(x):
+    return vmath.vmaximum(x, np.float32(0))
+
+
+@njit(**vmath._OPTS)
+def relu_f64(x):
+    return vmath.vmaximum(x, np.float64(0))
+
+
+# Per-dtype versions (exp_f32, relu_f64, ...), which the code generator calls when it knows the operand's
+# dtype: numba loads them from its disk cache, where a generic name compiles its dispatching overload once
+# per process and dtype (30-50 ms each, a good part of a cold first call)
+TYPED = {f"{op}{sfx}": f for sfx, table in (("_f32", vmath.VMATH_F32), ("_f64", vmath.VMATH_F64))
+         for op, f in table.items() if op not in ("maximum", "minimum")}
+TYPED.update(relu_f32=relu_f32, relu_f64=relu_f64)
+globals().update(TYPED)
+
 # numpy ufuncs on scalars (numba keeps float32 as float32 for these)
 exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
 sin, cos, tan, asin, acos, atan = np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan
@@ -42,7 +61,7 @@ SQRT_2_PI = math.sqrt(2.0 / math.pi)
 __all__ = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
            "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
            "trunc", "sign", "signbit", "isnan", "isinf", "isfinite", "fmax", "fmin", "fmod", "relu", "pow_",
-           "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp"]
+           "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp", *TYPED]
 
 
 # Python stubs; numba uses the overloads below
