@@ -3,7 +3,8 @@
 For each workload (an elementwise chain, forward + backward; an MLP training step):
 
 - cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
-  generates the kernels and has numba compile them;
+  generates the kernels and has numba compile them (in parallel: forked helpers on the spare cores compile
+  some into the cache, see tracejit/backends/numba_cpu/workers.py; TRACEJIT_COMPILE_WORKERS=0 for one process);
 - disk cache: a second fresh process with the same cache folder (numba loads the machine code);
 - warm retrace: in a process that has already compiled it, `tracejit.trace` of a new function object with
   the same body (tracing + passes + code generation; the kernel modules are found in memory);
@@ -106,7 +107,7 @@ if SYSTEM == "tracejit":
     try:
         from tracejit.backends import diskcache
         info = diskcache.cache_info()
-        res["cache"] = {k: info.get(k) for k in ("entries", "compiled", "cache_hits")}
+        res["cache"] = {k: info.get(k) for k in ("entries", "compiled", "cache_hits", "compiled_by_helpers")}
     except Exception:
         pass
 res["process"] = time.perf_counter() - t0
@@ -168,7 +169,9 @@ def _row(work, system, runs, key="first", baseline="tracejit cold"):
         note += f", whole process {statistics.median(r['process'] for r in runs):.1f} s"
     if "cache" in runs[-1] and key == "first":
         c = runs[-1]["cache"]
-        note += f", numba compiled {c.get('compiled')} / loaded {c.get('cache_hits')} kernels"
+        h = c.get("compiled_by_helpers") or 0
+        note += (f", numba compiled {c.get('compiled')} kernels in the process and {h} in forked helpers, "
+                 f"loaded {(c.get('cache_hits') or 0) - h} from an earlier process")
     return H.summarize("compile_latency", work, system, SIZES[work], xs,
                        baseline=baseline, note=note)
 

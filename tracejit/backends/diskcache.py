@@ -49,7 +49,8 @@ class KernelCompileError(RuntimeError):
 _LOCK = threading.RLock()
 _MEMO = {}            # absolute path of the .py entry -> module (forgotten by clear_cache)
 _LOADED = []          # every module loaded in this process (kept for compile_count)
-_STATS = {"written": 0, "rewritten_corrupt": 0, "numba_cache_errors": 0, "fallback_dir": None}
+_STATS = {"written": 0, "rewritten_corrupt": 0, "numba_cache_errors": 0, "fallback_dir": None,
+          "helpers": 0, "compiled_by_helpers": 0, "helper_failures": 0}     # (numba_cpu/workers.py)
 _TAG = None
 _KIND_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _TMP_PREFIX = ".tmp-"
@@ -369,7 +370,8 @@ def _dir_usage(d):
 
 
 def cache_info():
-    """path, entries (.py files), bytes (all files, numba's included); loaded / compiled / cache hits: this process."""
+    """path, entries (.py files), bytes (all files, numba's included); loaded / compiled / cache hits: this process;
+    compiled_by_helpers: kernels forked helper processes compiled into the cache for this process."""
     d = _dir_path()
     entries, total = _dir_usage(d) if os.path.isdir(d) else (0, 0)
     return {
@@ -385,6 +387,9 @@ def cache_info():
         "rewritten_corrupt": _STATS["rewritten_corrupt"],
         "numba_cache_errors": _STATS["numba_cache_errors"],
         "fallback_dir": _STATS["fallback_dir"],
+        "helpers": _STATS["helpers"],                            # forked compile helpers (numba_cpu/workers.py)
+        "compiled_by_helpers": _STATS["compiled_by_helpers"],
+        "helper_failures": _STATS["helper_failures"],
     }
 
 

@@ -554,6 +554,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         backend = cuda_backend(backend_name)
     else:
         backend = get_backend(backend_name)
+    donate = None
     if getattr(backend, "donates", False):
         # the new value of an input updated in place may be written into that input's array (see CompiledGraph)
         donate, k = {}, len(out_vals)
@@ -562,10 +563,12 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
                 if kind == "data":
                     donate[k] = src
                 k += 1
-        e.fwd_fn = backend.compile(e.fwd, donate=donate)
+    if hasattr(backend, "compile_many"):            # forward and backward kernels compile together
+        fns = backend.compile_many([(e.fwd, donate)] + ([(e.bwd, None)] if e.bwd is not None else []))
+        e.fwd_fn, e.bwd_fn = fns[0], (fns[1] if e.bwd is not None else None)
     else:
-        e.fwd_fn = backend.compile(e.fwd)
-    e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
+        e.fwd_fn = backend.compile(e.fwd, donate=donate) if donate is not None else backend.compile(e.fwd)
+        e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
     if hasattr(e.bwd_fn, "keep_returned") and all(int(np.prod(getattr(v, "shape", ()))) <= _SMALL for v in e.bwd.outputs):
         e.bwd_fn.keep_returned = False       # (see CompiledGraph.keep_returned)
     return e

@@ -2,7 +2,7 @@
 from ... import config
 from ...passes.fusion import fusion
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
-from .executor import CompiledGraph
+from .executor import CompiledGraph, warm_kernels
 from .gemm import gemm_updates
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
@@ -13,5 +13,11 @@ class NumbaBackend:
     donates = True      # compile() takes `donate`: see CompiledGraph
 
     def compile(self, graph, donate=None):
-        fused = fusion(gemm_updates(graph), rows=True)
-        return CompiledGraph(fused, fastmath=getattr(config, "fastmath", False), donate=donate)
+        return self.compile_many([(graph, donate)])[0]
+
+    def compile_many(self, jobs):
+        """[(graph, donate)] -> CompiledGraphs whose kernels compile together (a forward and its backward)."""
+        cgs = [CompiledGraph(fusion(gemm_updates(g), rows=True), fastmath=getattr(config, "fastmath", False),
+                             donate=d, warm=False) for g, d in jobs]
+        warm_kernels(cgs)
+        return cgs

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..._keep import Keeper
 from ...ir.graph import Value
-from . import codegen
+from . import codegen, workers
 from .codegen import generate
 from .gemm import GEMM_ACC
 from .. import diskcache as _cache
@@ -24,10 +24,11 @@ class CompiledGraph:
     `p -= lr * p.grad`, functionalized): a kernel may write such an output straight into the input's array
     (see _donations), so the caller's copy back is skipped and no fresh array is allocated."""
 
-    def __init__(self, graph, fastmath=False, donate=None):
+    def __init__(self, graph, fastmath=False, donate=None, warm=True):
         self.graph = graph
         self._donated = _donations(graph, donate) if donate else {}
         self.kernels = []          # (name, KernelSource, dispatcher)
+        self._pending = []         # kernels to compile before the first call: see warm_kernels
         slot = {}
 
         def slot_of(v):
@@ -86,6 +87,8 @@ class CompiledGraph:
         self._outs = outs
         self._check_alias = bool(self._buf_specs) and any(c for _, _, c in outs)
         self._pool.append(self._alloc())
+        if warm:
+            warm_kernels([self])
 
     def _fused_step(self, n, slot, returned, fastmath):
         k = len(self.kernels)
@@ -115,7 +118,7 @@ class CompiledGraph:
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
             self._buf_specs.append((length, dt, (length,)))
-        _warm(name, disp, n, ks)
+        self._pending.append((name, disp, n, ks))
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(v.shape) == 1 for v in n.inputs)
@@ -318,15 +321,32 @@ def _may_raise(n):
                for b in getattr(n.attrs.get("body"), "nodes", ()))
 
 
-def _warm(name, disp, n, ks):
-    """Compile the kernel now (at trace time), on one-element arrays of the right dtypes."""
+def warm_kernels(graphs):
+    """Compile the kernels of these CompiledGraphs now (at trace time), each on one-element arrays of its
+    dtypes; several at once, in forked helpers, when enough of them are not in the disk cache (workers.py)."""
+    jobs = [(name, disp, _warm_args(n, ks), ks.mode) for g in graphs for name, disp, n, ks in g._pending]
+    for g in graphs:
+        g._pending = []
+    mine, wait = workers.fork_compile([(disp, args, mode) for _, disp, args, mode in jobs])
+    for i in mine:
+        _warm(*jobs[i][:3])
+    wait()
+    rest = set(range(len(jobs))) - set(mine)
+    for i in sorted(rest):
+        _warm(*jobs[i][:3])
+
+
+def _warm_args(n, ks):
     args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
         [np.empty(1, o.dtype.np) for o in n.outputs]
     k = len(ks.extra_args) - ks.n_params
-    extra = [1] * k + list(ks.extra_args[k:])      # dims and strides 1; the graph's float scalars as they are
+    return args + [1] * k + list(ks.extra_args[k:])     # dims and strides 1; the graph's float scalars as they are
+
+
+def _warm(name, disp, args):
     fresh = not disp.signatures
     try:
-        disp(*args, *extra)
+        disp(*args)
     except Exception as e:
         raise _kernel_error(name, e) from None
     if fresh:

@@ -1,0 +1,85 @@
+"""Forked helpers compile a share of a program's kernels into the disk cache (numba_cpu/workers.py)."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.backends import diskcache as dc
+from tracejit.backends.numba_cpu import workers
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="compile helpers are forked (POSIX)")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))   # every kernel module is new here
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "1")
+
+
+def f(x, w):
+    y = tj.softmax(tj.tanh(x) * w, dim=-1)          # row kernels (forward and backward)
+    z = tj.relu(x + w).sum(0)                        # nd kernels
+    return (y * x).sum() + tj.exp(z * 0.01).sum()
+
+
+def run(fn, seed=0):
+    rng = np.random.default_rng(seed)
+    x = tj.tensor(rng.standard_normal((32, 64), dtype=np.float32), requires_grad=True)
+    w = tj.tensor(rng.standard_normal(64, dtype=np.float32), requires_grad=True)
+    loss = fn(x, w)
+    loss.backward()
+    return float(loss), x.grad.numpy(), w.grad.numpy()
+
+
+def check(got, want):
+    assert abs(got[0] - want[0]) <= 1e-5 * abs(want[0])
+    for g, e in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def stats():
+    i = dc.cache_info()
+    return np.array([i["helpers"], i["compiled_by_helpers"], i["helper_failures"], i["compiled"]])
+
+
+def test_helpers_compile_a_share_the_caller_loads_it():
+    s0 = stats()
+    got = run(tj.trace(f))
+    helpers, by_helpers, failures, compiled = stats() - s0
+    assert helpers == 1 and by_helpers >= 1 and failures == 0, (helpers, by_helpers, failures)
+    assert compiled >= 1                             # the caller compiled its own share
+    check(got, run(f))
+    # all of it is in the cache now: a new function with the same body compiles nothing and forks nothing
+    s1 = stats()
+    check(run(tj.trace(lambda x, w: f(x, w))), got)
+    assert (stats() - s1).tolist() == [0, 0, 0, 0]
+
+
+def test_a_failed_helper_costs_only_time(monkeypatch):
+    monkeypatch.setattr(workers, "_helper", lambda sigs: os._exit(3))
+    s0 = stats()
+    got = run(tj.trace(f))
+    helpers, by_helpers, failures, _ = stats() - s0
+    assert (helpers, by_helpers, failures) == (1, 0, 1)
+    check(got, run(f))
+
+
+def test_a_hung_helper_is_killed(monkeypatch):
+    monkeypatch.setattr(workers, "_helper", lambda sigs: time.sleep(120))
+    monkeypatch.setattr(workers, "_GRACE_S", 0.5)
+    s0 = stats()
+    t = time.monotonic()
+    got = run(tj.trace(f))
+    assert time.monotonic() - t < 60
+    assert (stats() - s0)[2] == 1
+    check(got, run(f))
+
+
+def test_off_with_zero_workers(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "0")
+    s0 = stats()
+    got = run(tj.trace(f))
+    assert (stats() - s0)[:3].tolist() == [0, 0, 0]
+    check(got, run(f))
