@@ -324,10 +324,10 @@ def _may_raise(n):
 def warm_kernels(graphs):
     """Compile the kernels of these CompiledGraphs now (at trace time), each on one-element arrays of its
     dtypes; several at once, in forked helpers, when enough of them are not in the disk cache (workers.py)."""
-    jobs = [(name, disp, _warm_args(n, ks), ks.mode) for g in graphs for name, disp, n, ks in g._pending]
+    jobs = [(name, disp, _warm_args(n, ks), len(ks.code)) for g in graphs for name, disp, n, ks in g._pending]
     for g in graphs:
         g._pending = []
-    mine, wait = workers.fork_compile([(disp, args, mode) for _, disp, args, mode in jobs])
+    mine, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
     for i in mine:
         _warm(*jobs[i][:3])
     wait()

@@ -18,9 +18,6 @@ import warnings
 from ..diskcache import _STATS
 
 _GRACE_S = 10.0          # a helper may take twice the caller's own compile time, plus this
-# relative compile cost per kernel kind (measured: flat ~0.1 s, nd and chunks ~0.2-0.3 s, rows ~0.25-0.45 s);
-# a prange variant compiles ~3x slower
-_COST = {"flat": 1, "nd": 2, "chunks": 2, "rows": 3}
 
 
 def max_helpers():
@@ -45,17 +42,19 @@ def _cacheable(disp):
 
 
 def fork_compile(jobs):
-    """jobs: [(dispatcher, args, mode)]. Returns (mine, wait): the indices of the jobs the caller runs first,
+    """jobs: [(dispatcher, args, size of its source)]. Returns (mine, wait): the indices of the jobs the caller runs first,
     and a function that waits for the helpers; the caller then runs the other jobs (cache loads)."""
     everything = list(range(len(jobs)))
     n = max_helpers()
     if n <= 0 or not hasattr(os, "fork"):
         return everything, _nothing
     todo, seen = [], set()
-    for i, (disp, _, mode) in enumerate(jobs):
+    for i, (disp, _, size) in enumerate(jobs):
         if id(disp) not in seen and not disp.signatures and _cacheable(disp) and not _on_disk(disp):
             seen.add(id(disp))
-            todo.append((_COST.get(mode, 2) * (3 if disp.targetoptions.get("parallel") else 1), i))
+            # compile time grows with the source (flat ~0.1 s, a softmax's forward and backward rows ~0.7 s);
+            # a prange variant compiles ~3x slower
+            todo.append((size * (3 if disp.targetoptions.get("parallel") else 1), i))
     if len(todo) < 2:
         return everything, _nothing
     # longest first, each to the least loaded of the caller (bin 0) and the helpers
@@ -64,7 +63,12 @@ def fork_compile(jobs):
         b = min(bins, key=lambda b: b[0])
         b[0] += cost
         b[1].append(i)
-    theirs = set(i for _, share in bins[1:] for i in share)
+    theirs = set(id(jobs[i][0]) for _, share in bins[1:] for i in share)     # (their dispatchers, shared too)
+    # numba's first compilation in a process installs its typing and lowering registries (~0.2 s): once, here,
+    # for the helpers to inherit
+    from numba.core.registry import cpu_target
+    cpu_target.typing_context.refresh()
+    cpu_target.target_context.refresh()
     pids = []
     for _, share in bins[1:]:
         pid = _fork_helper([jobs[i] for i in share])
@@ -81,7 +85,7 @@ def fork_compile(jobs):
                 _STATS["compiled_by_helpers"] += k
             else:
                 _STATS["helper_failures"] += 1
-    return [i for i in everything if i not in theirs], wait
+    return [i for i in everything if id(jobs[i][0]) not in theirs], wait
 
 
 def _nothing():
