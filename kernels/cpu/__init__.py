@@ -45,14 +45,15 @@ def _numba_without_scipy_linalg():
     The first compilation in a process imports numba.np.arraymath, whose module code asks
     numba.np.linalg.ensure_blas() whether BLAS is there: that imports scipy.linalg, 0.25-0.35 s of every cold
     start here (scipy comes with jax and many other packages), for a flag our kernels never read (it picks
-    np.dot for np.convolve/np.correlate inside numba functions). Here arraymath is imported with an ensure_blas that answers by looking for
-    scipy.linalg without importing it; the real one is back at once, and numba code that uses BLAS still calls
-    it (and imports scipy) when it is typed. Nothing is done when scipy.linalg or arraymath is already loaded."""
+    np.dot for np.convolve/np.correlate inside numba functions). An import hook runs arraymath's module code,
+    when numba imports it, with an ensure_blas that looks for scipy.linalg without importing it; the real one
+    is back right after, and numba code that uses BLAS still calls it (importing scipy) when it is typed.
+    Importing arraymath here instead would cost a disk-cache hit, which never needs it, ~0.07 s."""
     import sys
     if "scipy.linalg" in sys.modules or "numba.np.arraymath" in sys.modules:
         return
+    import importlib.abc
     import importlib.util
-    from numba.np import linalg
 
     def ensure_blas():
         try:
@@ -62,11 +63,27 @@ def _numba_without_scipy_linalg():
         if not found:
             raise ImportError("scipy 0.16+ is required for linear algebra")
 
-    real, linalg.ensure_blas = linalg.ensure_blas, ensure_blas
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        linalg.ensure_blas = real
+    class Hook(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != "numba.np.arraymath":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            if spec is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                from numba.np import linalg
+                real, linalg.ensure_blas = linalg.ensure_blas, ensure_blas
+                try:
+                    run(module)
+                finally:
+                    linalg.ensure_blas = real
+            spec.loader.exec_module = exec_module      # (this module's own loader object)
+            return spec
+
+    sys.meta_path.insert(0, Hook())
 
 
 _CORES_512 = frozenset(("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids"))
