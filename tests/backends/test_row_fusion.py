@@ -159,3 +159,28 @@ def test_layer_norm_reads_each_row_once_for_its_mean_and_variance():
     (code,) = [ks.code for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels]
     kernel = code.split("def kernel(")[1].split("def kernel_par(")[0]
     assert kernel.count("rsum(") == 1 and kernel.count("rsumsq(") == 1
+
+
+def test_a_loss_mean_joins_the_row_kernel_of_its_sums():
+    """cross_entropy's mean: 1/count and the gradient's scale are scalars computed once per row of a one-row
+    reduction, inside the row kernels that make the sums, not kernels of their own (each a compilation and
+    a call)."""
+    y = tracejit.arange(32) % 10
+
+    def step(z):
+        loss = F.cross_entropy(z, y)
+        loss.backward()
+        return loss, z.grad
+
+    z = tracejit.randn(32, 10, requires_grad=True)
+    tf = tracejit.trace(step)
+    loss, gz = tf(z)
+    z2 = z.detach().clone().requires_grad_()
+    loss2, gz2 = step(z2)
+    np.testing.assert_allclose(loss.numpy(), loss2.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gz.numpy(), gz2.numpy(), rtol=1e-5, atol=1e-7)
+    g = tf.graph(z).entry.fwd_fn.graph
+    scalar_only = [n for n in fused_nodes(g) if "rows" not in n.attrs and
+                   all(int(np.prod(o.shape)) == 1 for o in n.outputs)]
+    assert scalar_only == [], [str(n) for n in scalar_only]
+    assert any("rows" in n.attrs and any(b.op.name == "div" for b in n.attrs["body"].nodes) for n in fused_nodes(g))

@@ -184,7 +184,10 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
     def row_ok(j, dom, gid):
         nd = nodes[j]
         d = row_domain(nd)
-        if d is None and not (fus[j] and row_class(nd.outputs[0].shape, dom) in ("full", "row")):
+        # elementwise work per element or per row (with a single row, a scalar is per row: a loss's mean)
+        one_row = int(np.prod(dom[1])) == 1
+        if d is None and not (fus[j] and row_class(nd.outputs[0].shape, dom) in
+                              (("full", "row", "scalar") if one_row else ("full", "row"))):
             return False
         if d is not None and d != dom:
             return False
@@ -192,7 +195,6 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
             if isinstance(v, Value) and row_class(v.shape, dom) is None:
                 return False
         # a value made in the group is a per-element or a per-row variable there: it must be read as such
-        one_row = int(np.prod(dom[1])) == 1
         for v, p, c in [(v, prod.get(id(v)), j) for v in nd.inputs if isinstance(v, Value)] + \
                 [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
             if p is None or (group_of[p] != gid and p != j) or (group_of[c] != gid and c != j):
