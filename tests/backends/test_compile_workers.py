@@ -84,3 +84,14 @@ def test_off_with_zero_workers(monkeypatch):
     got = run(tj.trace(f))
     assert (stats() - s0)[:3].tolist() == [0, 0, 0]
     check(got, run(f))
+
+
+def test_sigchld_ignored():
+    """With SIGCHLD ignored the kernel reaps helpers itself (waitpid fails): the caller still gets its kernels."""
+    import signal
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        got = run(tj.trace(f))
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+    check(got, run(f))

@@ -122,7 +122,10 @@ def _helper(sigs):
 
 def _reap(pid, deadline):
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:       # reaped by someone else (SIGCHLD ignored): its work may be in the cache
+            return False
         if done:
             return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         if time.monotonic() > deadline:
