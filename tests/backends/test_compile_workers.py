@@ -95,3 +95,9 @@ def test_sigchld_ignored():
     finally:
         signal.signal(signal.SIGCHLD, old)
     check(got, run(f))
+
+
+def test_a_bad_worker_count_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match="TRACEJIT_COMPILE_WORKERS='many'"):
+        run(tj.trace(f))

@@ -328,12 +328,15 @@ def warm_kernels(graphs):
     for g in graphs:
         g._pending = []
     mine, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
-    for i in mine:
-        _warm(*jobs[i][:3])
-    wait()
-    rest = set(range(len(jobs))) - set(mine)
-    for i in sorted(rest):
-        _warm(*jobs[i][:3])
+    try:
+        for i in mine:
+            _warm(*jobs[i][:3])
+    finally:
+        wait()                  # (also when a kernel of ours failed: no helper outlives this call)
+    done = set(mine)
+    for i in range(len(jobs)):
+        if i not in done:
+            _warm(*jobs[i][:3])
 
 
 def _warm_args(n, ks):

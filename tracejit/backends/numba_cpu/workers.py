@@ -21,9 +21,12 @@ _GRACE_S = 10.0          # a helper may take twice the caller's own compile time
 
 
 def max_helpers():
-    v = os.environ.get("TRACEJIT_COMPILE_WORKERS", "")
-    if v.strip():
-        return max(0, int(v))
+    v = os.environ.get("TRACEJIT_COMPILE_WORKERS", "").strip()
+    if v:
+        if not v.isdigit():
+            raise ValueError(f"TRACEJIT_COMPILE_WORKERS={v!r}: expected a number of helper processes (0 turns "
+                             f"parallel compilation off)")
+        return int(v)
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -42,8 +45,8 @@ def _cacheable(disp):
 
 
 def fork_compile(jobs):
-    """jobs: [(dispatcher, args, size of its source)]. Returns (mine, wait): the indices of the jobs the caller runs first,
-    and a function that waits for the helpers; the caller then runs the other jobs (cache loads)."""
+    """jobs: [(dispatcher, args, size of its source)]. Returns (mine, wait): the indices of the jobs the caller
+    runs first, and a function that waits for the helpers; the caller then runs the other jobs (cache loads)."""
     everything = list(range(len(jobs)))
     n = max_helpers()
     if n <= 0 or not hasattr(os, "fork"):
@@ -97,7 +100,10 @@ def _fork_helper(share):
     from numba import typeof
     sigs = [(disp, tuple(typeof(a) for a in args)) for disp, args, _ in share]
     with global_compiler_lock, warnings.catch_warnings():   # no other thread is compiling while it is copied
-        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # 3.12+
+        # Python 3.12+ and jax warn about fork in a threaded process: the helper runs none of those threads'
+        # code (a deadlock there would only cost time: see _reap)
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
         try:
             pid = os.fork()
         except OSError:
@@ -131,8 +137,8 @@ def _reap(pid, deadline):
         if time.monotonic() > deadline:
             try:
                 os.kill(pid, 9)
+                os.waitpid(pid, 0)
             except OSError:
                 pass
-            os.waitpid(pid, 0)
             return False
         time.sleep(0.002)
