@@ -139,6 +139,9 @@ def test_batch_norm_statistics_and_their_backward_are_row_kernels():
     g = tf.graph(x).entry.fwd_fn.graph
     assert sum(n.attrs.get("rows") == ((8,), (4,), (5, 6)) for n in fused_nodes(g)) >= 2
     assert not [n for n in g.nodes if n.op.name in ("mean", "var", "sum")], [n.op.name for n in g.nodes]
+    # the batch's mean and variance of x (siblings: neither reads the other) are one row kernel, one pass over x
+    stats = [n for n in fused_nodes(g) if {"mean", "var"} & {b.op.name for b in n.attrs["body"].nodes}]
+    assert len(stats) == 1 and {"mean", "var"} <= {b.op.name for b in stats[0].attrs["body"].nodes}
 
 
 def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():

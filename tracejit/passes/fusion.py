@@ -221,6 +221,9 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
                 for m in S:
                     near.update(prod[id(v)] for v in nodes[m].inputs if isinstance(v, Value) and id(v) in prod)
                     near.update(c for o in nodes[m].outputs for c in consumers.get(id(o), ()))
+                    # sibling reductions of the same rows (batch norm's mean and variance of one input): one pass
+                    near.update(c for v in nodes[m].inputs if isinstance(v, Value) for c in consumers.get(id(v), ())
+                                if c not in S and row_domain(nodes[c]) == dom)
                 for j in sorted(near - S):
                     if group_of[j] < 0 and row_ok(j, dom, gid) and convex(S | {j}, n):
                         S.add(j)
