@@ -101,3 +101,14 @@ def test_a_bad_worker_count_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "many")
     with pytest.raises(ValueError, match="TRACEJIT_COMPILE_WORKERS='many'"):
         run(tj.trace(f))
+
+
+def test_default_one_helper_per_spare_core_on_linux_only(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_COMPILE_WORKERS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    monkeypatch.setattr(workers.sys, "platform", "linux")
+    assert workers.max_helpers() == 3
+    monkeypatch.setattr(workers.sys, "platform", "darwin")       # fork-unsafe frameworks: only when asked
+    assert workers.max_helpers() == 0
+    monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "2")
+    assert workers.max_helpers() == 2

@@ -6,9 +6,9 @@ two of them are not in the disk cache, `fork_compile` forks helpers (one per spa
 TRACEJIT_COMPILE_WORKERS; 0 turns this off): each compiles its share, which numba saves to the cache, and
 exits. The caller compiles its own share meanwhile, waits, and then loads the helpers' kernels from the
 cache. A helper that fails or hangs costs only time: whatever it did not leave in the cache the caller
-compiles itself. POSIX only (fork); the fork happens while holding numba's compiler lock, so no other
-thread of the caller is inside numba, and a helper runs nothing but numba's compiler (no kernel, no
-OpenMP) with its own quiet stdout/stderr.
+compiles itself. On by default on Linux; on other POSIX systems (fork) only when TRACEJIT_COMPILE_WORKERS asks.
+The fork happens while holding numba's compiler lock, so no other thread of the caller is inside numba, and a
+helper runs nothing but numba's compiler (no kernel, no OpenMP) with its own quiet stdout/stderr.
 """
 import os
 import sys
@@ -27,6 +27,8 @@ def max_helpers():
             raise ValueError(f"TRACEJIT_COMPILE_WORKERS={v!r}: expected a number of helper processes (0 turns "
                              f"parallel compilation off)")
         return int(v)
+    if not sys.platform.startswith("linux"):    # (macOS: system frameworks are not fork-safe; ask for them)
+        return 0
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
