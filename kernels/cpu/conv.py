@@ -80,12 +80,22 @@ def nchw_bias(prod, bias, out):
                 dst[k] = src[k] + b
 
 
+def input_columns(x, kh, kw, stride, padding, dilation):
+    """`columns` of x for a kh x kw kernel: (C*kh*kw, N, OH, OW)."""
+    OH = conv_out_size(x.shape[2], kh, stride[0], padding[0], dilation[0])
+    OW = conv_out_size(x.shape[3], kw, stride[1], padding[1], dilation[1])
+    return columns(x, kh, kw, stride, padding, dilation, OH, OW)
+
+
 def conv2d_forward(x, w, stride, padding, dilation, groups, bias=None):
-    N, C, H, W = x.shape
+    return forward_from_columns(input_columns(x, w.shape[2], w.shape[3], stride, padding, dilation), w, groups, bias)
+
+
+def forward_from_columns(cols, w, groups, bias=None):
+    """The convolution's output (N, O, OH, OW) from the input's `columns`."""
     O, Cg, kh, kw = w.shape
-    OH = conv_out_size(H, kh, stride[0], padding[0], dilation[0])
-    OW = conv_out_size(W, kw, stride[1], padding[1], dilation[1])
-    cols = columns(x, kh, kw, stride, padding, dilation, OH, OW).reshape(groups, Cg * kh * kw, N * OH * OW)
+    N, OH, OW = cols.shape[1:]
+    cols = cols.reshape(groups, Cg * kh * kw, N * OH * OW)
     prod = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)         # (g, Og, N*OH*OW)
     if bias is None:
         return np.ascontiguousarray(prod.reshape(O, N, OH, OW).transpose(1, 0, 2, 3))
@@ -111,9 +121,15 @@ def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
 
 
 def conv2d_weight_grad(x, g, weight_shape, stride, padding, dilation, groups):
-    N, C = x.shape[:2]
+    kh, kw = weight_shape[2:]
+    return weight_grad_from_columns(columns(x, kh, kw, stride, padding, dilation, g.shape[2], g.shape[3]), g,
+                                    weight_shape, groups)
+
+
+def weight_grad_from_columns(cols, g, weight_shape, groups):
+    """The weight gradient from the input's `columns` and the output gradient g."""
     O, Cg, kh, kw = weight_shape
-    OH, OW = g.shape[2], g.shape[3]
-    cols = columns(x, kh, kw, stride, padding, dilation, OH, OW).reshape(groups, Cg * kh * kw, N * OH * OW)
+    N, OH, OW = cols.shape[1:]
+    cols = cols.reshape(groups, Cg * kh * kw, N * OH * OW)
     dw = np.matmul(_grouped_grad(g, groups), cols.transpose(0, 2, 1))            # (g, Og, K)
     return dw.reshape(weight_shape)

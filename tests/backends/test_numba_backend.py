@@ -587,3 +587,32 @@ def test_no_donation_into_an_input_another_input_views():
         got = tracejit.trace(f, backend="numba")(w, v)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
         np.testing.assert_allclose(w.numpy(), 2 * base, rtol=1e-6)
+
+
+def test_a_training_step_copies_each_convolution_input_into_columns_once():
+    """conv2d(x, w) and its weight gradient read one conv_columns node (im2col of x), not a copy each; the
+    step's numbers equal the interpreter's and eager's."""
+    tracejit.manual_seed(0)
+    conv = tracejit.nn.Conv2d(3, 8, 3, padding=1, stride=2, bias=True)
+    conv2 = tracejit.nn.Conv2d(8, 4, 3, padding=1, groups=2)
+    params = list(conv.parameters()) + list(conv2.parameters())
+    x = tracejit.randn(4, 3, 9, 9)
+
+    def step(x):
+        for p in params:
+            p.grad = None
+        loss = (F.relu(conv2(F.relu(conv(x)))) ** 2).mean()
+        loss.backward()
+        return [loss] + [p.grad for p in params]
+
+    got = tracejit.trace(step, backend="numba")(x)
+    ref = tracejit.trace(step, backend="interpreter")(x)
+    eager = step(x)
+    for a, b, c in zip(got, ref, eager):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.numpy(), c.detach().numpy(), rtol=1e-5, atol=1e-6)
+    tf = tracejit.trace(step, backend="numba")
+    tf(x)
+    names = [n.op.name for n in tf.graph(x).entry.fwd_fn.graph.nodes]
+    assert names.count("conv_columns") == 2 and "conv2d_backward_weight" not in names, names
+    assert names.count("conv2d_from_columns") == 2 and names.count("conv2d_weight_grad_from_columns") == 2

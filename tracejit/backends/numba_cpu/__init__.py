@@ -3,6 +3,7 @@ from ... import config
 from ...passes.fusion import fusion
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
+from .convcols import shared_columns
 from .gemm import gemm_updates
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
@@ -17,7 +18,7 @@ class NumbaBackend:
 
     def compile_many(self, jobs):
         """[(graph, donate)] -> CompiledGraphs whose kernels compile together (a forward and its backward)."""
-        cgs = [CompiledGraph(fusion(gemm_updates(g), rows=True), fastmath=getattr(config, "fastmath", False),
-                             donate=d, warm=False) for g, d in jobs]
+        cgs = [CompiledGraph(fusion(shared_columns(gemm_updates(g)), rows=True),
+                             fastmath=getattr(config, "fastmath", False), donate=d, warm=False) for g, d in jobs]
         warm_kernels(cgs)
         return cgs
