@@ -135,7 +135,8 @@ class KernelSource:
         self.n_params = 1 if params else 0
         self.size = size
         # (numpy dtype, length) of each scratch array the host passes after the inputs: kernels allocate nothing
-        # (numba's np.empty/np.zeros compile ~0.1-0.2 s of overloads in every process), kernel_par ignores them
+        # (numba's np.empty/np.zeros compile ~0.1-0.2 s of overloads in every process); kernel_par allocates the
+        # rows each of its tasks needs itself
         self.scratch = tuple((np.dtype(dt), max(int(n), 1)) for dt, n in scratch)   # (>= 1: _warm runs dims of 1)
 
     def __str__(self):
@@ -340,7 +341,8 @@ def generate(node, name, fastmath=False):
         # elementwise loop has no loop-carried dependency, so it vectorizes), keeps one partial sum per chunk,
         # and adds the partials in chunk order: the same result serially or in threads, whatever their number
         lines = ["    nc = (n + CHUNK - 1) // CHUNK"]
-        lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK", "        m = CHUNK if CHUNK < n - lo else n - lo"]
+        lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK",
+                  "        m = CHUNK if CHUNK < n - lo else n - lo"]
         lines += [f"        f{j} = in{j}[lo:lo + m]" for j, kind in enumerate(in_kinds) if kind == "full"]
         lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(outs)) if k not in red_outs]
         if rng != "range":       # threads: each chunk its own scratch row
