@@ -616,3 +616,26 @@ def test_a_training_step_copies_each_convolution_input_into_columns_once():
     names = [n.op.name for n in tf.graph(x).entry.fwd_fn.graph.nodes]
     assert names.count("conv_columns") == 2 and "conv2d_backward_weight" not in names, names
     assert names.count("conv2d_from_columns") == 2 and names.count("conv2d_weight_grad_from_columns") == 2
+
+
+def test_convolution_columns_are_shared_within_a_memory_budget(monkeypatch):
+    """Columns live from the forward to the weight gradient: beyond convcols.BUDGET bytes they are copied twice."""
+    from tracejit.backends.numba_cpu import convcols
+    conv = tracejit.nn.Conv2d(2, 3, 3, padding=1)
+    x = tracejit.randn(2, 2, 6, 6)
+
+    def step(x):
+        conv.weight.grad = conv.bias.grad = None
+        loss = conv(x).square().mean()
+        loss.backward()
+        return loss, conv.weight.grad
+
+    nbytes = 2 * 9 * 2 * 6 * 6 * 4
+    for budget, shared in ((nbytes, True), (nbytes - 1, False)):
+        monkeypatch.setattr(convcols, "BUDGET", budget)
+        tf = tracejit.trace(step, backend="numba")
+        loss, gw = tf(x)
+        names = [n.op.name for n in tf.graph(x).entry.fwd_fn.graph.nodes]
+        assert ("conv_columns" in names) == shared and ("conv2d_backward_weight" in names) != shared, names
+        loss2, gw2 = step(x)
+        np.testing.assert_allclose(gw.numpy(), gw2.numpy(), rtol=1e-5, atol=1e-6)

@@ -3,7 +3,9 @@ training step both begin by copying x into the (C*kh*kw, N, OH, OW) column matri
 this lowering makes the copy one `conv_columns` node that both products read. In the CNN bench's second
 convolution (64x16x8x8 input, 3x3) the copy is 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25.
 A backend lowering after autodiff (the new nodes have no derivative), like gemm.py; the interpreter backend keeps
-the plain ops as the reference.
+the plain ops as the reference. The shared columns live from the forward to the weight gradient, kh*kw times the
+input's size: a graph shares at most BUDGET bytes of them (first come first served), the others are copied twice
+as before.
 """
 import numpy as np
 
@@ -11,6 +13,8 @@ from kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns,
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter
+
+BUDGET = 256 << 20      # bytes of columns kept alive between a convolution and its weight gradient, per graph
 
 
 def _cols_meta(x, kh, kw, stride, padding, dilation):
@@ -50,11 +54,20 @@ def shared_columns(g):
         a = n.attrs
         return id(x), kh, kw, tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
 
-    count = {}
+    count, first = {}, {}
     for n in g.nodes:
         k = key(n)
         if k is not None:
             count[k] = count.get(k, 0) + 1
+            first.setdefault(k, n)
+    left = BUDGET
+    for k, n in first.items():
+        if count[k] > 1:
+            size = int(np.prod(_cols_meta(n.inputs[0], *k[1:]).shape)) * n.inputs[0].dtype.np.itemsize
+            if size > left:
+                count[k] = 1                 # copied twice: too big to keep
+            else:
+                left -= size
     if not any(c > 1 for c in count.values()):
         return g
     r = Rewriter(g)
