@@ -367,8 +367,11 @@ def explain(fn, *args, backend=None, requires_grad="auto", **kwargs):
                      f"{info['entries']} entr{'y' if info['entries'] == 1 else 'ies'}, {info['traces']} trace(s), "
                      f"{info['hits']} hit(s), limit {info['limit']}"))
     if c0 is not None and c1 is not None:
-        ex.cache.append(("kernels numba compiled for this trace", c1[0] - c0[0]))
-        ex.cache.append(("kernels loaded from the disk cache for this trace", c1[1] - c0[1]))
+        helped = c1[2] - c0[2]        # compiled by forked helpers, then loaded here from the cache
+        ex.cache.append(("kernels numba compiled for this trace",
+                         f"{c1[0] - c0[0] + helped}" + (f" ({helped} of them in forked helper processes)"
+                                                       if helped else "")))
+        ex.cache.append(("kernels loaded from the disk cache for this trace", c1[1] - c0[1] - helped))
     disk = _disk_info()
     if disk:
         ex.cache.append(("disk cache", disk))
@@ -387,14 +390,15 @@ def _tensors(out):
 
 
 def _compile_counts():
+    """(kernels compiled here, loaded from the disk cache, compiled by forked helpers) so far in this process."""
     try:
         from .backends import diskcache
-        return diskcache.compile_count(), diskcache.cache_hit_count()
+        return diskcache.compile_count(), diskcache.cache_hit_count(), diskcache._STATS["compiled_by_helpers"]
     except Exception:
         try:
             from .backends.numba_cpu.executor import compile_stats
             s = compile_stats()
-            return s["compiled"], s["loaded"]
+            return s["compiled"], s["loaded"], 0
         except Exception:
             return None
 

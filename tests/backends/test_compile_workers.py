@@ -112,3 +112,13 @@ def test_default_one_helper_per_spare_core_on_linux_only(monkeypatch):
     assert workers.max_helpers() == 0
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "2")
     assert workers.max_helpers() == 2
+
+
+def test_explain_counts_the_helpers_kernels_as_compiled():
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((32, 64), dtype=np.float32), requires_grad=True)
+    w = tj.tensor(rng.standard_normal(64, dtype=np.float32), requires_grad=True)
+    info = dict(tj.explain(f, x, w).cache)
+    compiled = info["kernels numba compiled for this trace"]
+    assert compiled.startswith(f"{dc.cache_info()['entries']} (") and "forked helper" in compiled, compiled
+    assert info["kernels loaded from the disk cache for this trace"] == 0
