@@ -376,7 +376,8 @@ def test_cold_program_compiles_only_its_kernels(cache_env):
     own: kernels allocate no arrays (scratch rows come from the host), call the per-dtype math helpers, and
     numba's start-up leaves scipy.linalg unimported. Each of numba's overloads costs 30-100 ms per process."""
     child = """
-        import json, sys, importlib.util
+        import json, os, sys, importlib.util
+        os.environ["TRACEJIT_COMPILE_WORKERS"] = "0"      # every compilation in this process, where we listen
         import numpy as np
         import tracejit as tj
         from numba.core import event
