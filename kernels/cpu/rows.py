@@ -41,6 +41,16 @@ def _has_nan(t, n):
     return f
 
 
+@njit(inline="always", **_MAX)
+def _hi(a, b):
+    return a if a > b else b         # (not builtin max: its overload is one more compilation per dtype)
+
+
+@njit(inline="always", **_MAX)
+def _lo(a, b):
+    return a if a < b else b
+
+
 @njit(**_MAX)
 def rshift(t, n):
     """max of t[:n], assuming no NaN (-inf if n == 0): 8 running maxima in registers, which LLVM vectorizes
@@ -51,11 +61,11 @@ def rshift(t, n):
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = t[0]
     n8 = n - n % 8
     for c in range(0, n8, 8):
-        a0, a1, a2, a3 = max(a0, t[c]), max(a1, t[c + 1]), max(a2, t[c + 2]), max(a3, t[c + 3])
-        a4, a5, a6, a7 = max(a4, t[c + 4]), max(a5, t[c + 5]), max(a6, t[c + 6]), max(a7, t[c + 7])
-    m = max(max(max(a0, a1), max(a2, a3)), max(max(a4, a5), max(a6, a7)))
+        a0, a1, a2, a3 = _hi(a0, t[c]), _hi(a1, t[c + 1]), _hi(a2, t[c + 2]), _hi(a3, t[c + 3])
+        a4, a5, a6, a7 = _hi(a4, t[c + 4]), _hi(a5, t[c + 5]), _hi(a6, t[c + 6]), _hi(a7, t[c + 7])
+    m = _hi(_hi(_hi(a0, a1), _hi(a2, a3)), _hi(_hi(a4, a5), _hi(a6, a7)))
     for c in range(n8, n):
-        m = max(m, t[c])
+        m = _hi(m, t[c])
     return m
 
 
@@ -66,11 +76,11 @@ def _min_no_nan(t, n):
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = t[0]
     n8 = n - n % 8
     for c in range(0, n8, 8):
-        a0, a1, a2, a3 = min(a0, t[c]), min(a1, t[c + 1]), min(a2, t[c + 2]), min(a3, t[c + 3])
-        a4, a5, a6, a7 = min(a4, t[c + 4]), min(a5, t[c + 5]), min(a6, t[c + 6]), min(a7, t[c + 7])
-    m = min(min(min(a0, a1), min(a2, a3)), min(min(a4, a5), min(a6, a7)))
+        a0, a1, a2, a3 = _lo(a0, t[c]), _lo(a1, t[c + 1]), _lo(a2, t[c + 2]), _lo(a3, t[c + 3])
+        a4, a5, a6, a7 = _lo(a4, t[c + 4]), _lo(a5, t[c + 5]), _lo(a6, t[c + 6]), _lo(a7, t[c + 7])
+    m = _lo(_lo(_lo(a0, a1), _lo(a2, a3)), _lo(_lo(a4, a5), _lo(a6, a7)))
     for c in range(n8, n):
-        m = min(m, t[c])
+        m = _lo(m, t[c])
     return m
 
 
