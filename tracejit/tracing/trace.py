@@ -567,7 +567,7 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
         fns = backend.compile_many([(e.fwd, donate)] + ([(e.bwd, None)] if e.bwd is not None else []))
         e.fwd_fn, e.bwd_fn = fns[0], (fns[1] if e.bwd is not None else None)
     else:
-        e.fwd_fn = backend.compile(e.fwd, donate=donate) if donate is not None else backend.compile(e.fwd)
+        e.fwd_fn = backend.compile(e.fwd)              # (only the numba backend donates: it has compile_many)
         e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
     if hasattr(e.bwd_fn, "keep_returned") and all(int(np.prod(getattr(v, "shape", ()))) <= _SMALL for v in e.bwd.outputs):
         e.bwd_fn.keep_returned = False       # (see CompiledGraph.keep_returned)

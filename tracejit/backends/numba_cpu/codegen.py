@@ -27,7 +27,7 @@ _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
-_TYPED_CALL = re.compile(r"(?<![\w.])(exp|expm1|log|log1p|tanh|sigmoid|erf|relu)\(")
+_TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
 
 def _npname(dt):
@@ -38,7 +38,13 @@ def typed_calls(text, cdt):
     """`exp(` -> `exp_f32(` (rt.TYPED) where the compute dtype is float32 or float64: those load from numba's disk
     cache, the generic names compile a dispatching overload in every process. An op_expression `post`."""
     sfx = _SUFFIX.get(cdt.np.name)
-    return text if sfx is None else _TYPED_CALL.sub(lambda m: f"{m.group(1)}{sfx}(", text)
+    if sfx is None:
+        return text
+    if not _TYPED_CALL:
+        from .rt import TYPED
+        names = sorted({k[:-4] for k in TYPED}, key=len, reverse=True)      # (exp_f32 -> exp)
+        _TYPED_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(names) + r")\("))
+    return _TYPED_CALL[0].sub(lambda m: f"{m.group(1)}{sfx}(", text)
 
 
 def _cast(expr, src, dst):

@@ -36,14 +36,11 @@ def max_helpers():
     return min(cpus - 1, 8)
 
 
-def _on_disk(disp):
-    """numba has a cache index for this dispatcher (its kernel was compiled before, by some process)."""
+def _needs_compiling(disp):
+    """Not compiled in this process, cached on disk by numba (a helper's work reaches us), and no cache index
+    there yet (then it was compiled before, by some process)."""
     cf = getattr(getattr(disp, "_cache", None), "_cache_file", None)
-    return cf is not None and os.path.exists(cf._index_path)
-
-
-def _cacheable(disp):
-    return getattr(getattr(disp, "_cache", None), "_cache_file", None) is not None
+    return not disp.signatures and cf is not None and not os.path.exists(cf._index_path)
 
 
 def fork_compile(jobs):
@@ -55,7 +52,7 @@ def fork_compile(jobs):
         return everything, _nothing
     todo, seen = [], set()
     for i, (disp, _, size) in enumerate(jobs):
-        if id(disp) not in seen and not disp.signatures and _cacheable(disp) and not _on_disk(disp):
+        if id(disp) not in seen and _needs_compiling(disp):
             seen.add(id(disp))
             # compile time grows with the source (flat ~0.1 s, a softmax's forward and backward rows ~0.7 s);
             # a prange variant compiles ~3x slower
