@@ -471,3 +471,56 @@ def test_generated_module_with_disk_cache(tmp_path):
         results.append((int(m.group(1)), int(m.group(2))))
     assert results[0] == (0, 1), results
     assert results[1] == (1, 0), results
+
+
+# ---------------------------------------------------------------------------
+# expshift (softmax's exp of a row minus its max) and the row reductions
+# ---------------------------------------------------------------------------
+
+def _exp_and_expshift(x, a, b):
+    sfx = "_f32" if x.dtype == np.float32 else "_f64"
+    exp, expshift = getattr(vmath, "exp" + sfx), getattr(vmath, "expshift" + sfx)
+
+    @numba.njit(error_model="numpy")
+    def both(x, a, b):
+        for i in range(x.size):
+            a[i], b[i] = exp(x[i]), expshift(x[i])
+    both(x, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.__name__)
+def test_expshift_is_exp_on_nonpositive_arguments(dtype):
+    rng = np.random.default_rng(5)
+    lo = -110.0 if dtype == np.float32 else -760.0
+    x = np.concatenate([-np.abs(rng.standard_normal(200_000)) * 30, np.linspace(lo, 0, 200_001),
+                        [-np.inf, -0.0, 0.0, np.nan, np.inf, 1.5, lo / 2]]).astype(dtype)
+    x = np.concatenate([x, -np.abs(_edge_values(dtype))])
+    a, b = np.empty_like(x), np.empty_like(x)
+    _exp_and_expshift(x, a, b)
+    neg = x <= 0
+    # bit for bit (denormal results included) where the argument is <= 0
+    assert np.array_equal(a[neg].view(f"i{x.itemsize}"), b[neg].view(f"i{x.itemsize}"))
+    # elsewhere the argument itself: NaN stays NaN, +inf stays +inf (the row's sum carries them)
+    assert np.array_equal(b[~neg], x[~neg], equal_nan=True)
+
+
+def test_row_max_min_propagate_nan_and_vectorize():
+    from kernels.cpu.rows import rmax, rmin
+    rng = np.random.default_rng(6)
+    for dtype in DTYPES:
+        for n in (1, 7, 16, 1000, 1031):
+            t = rng.standard_normal(n).astype(dtype)
+            assert rmax(t, n) == t.max() and rmin(t, n) == t.min()
+            assert rmax(t, n - 1) == (t[:n - 1].max() if n > 1 else -np.inf)
+            for where in {0, n // 2, n - 1}:
+                u = t.copy()
+                u[where] = np.nan
+                assert np.isnan(rmax(u, n)) and np.isnan(rmin(u, n))
+            u = t.copy()
+            u[n // 2] = np.inf
+            assert rmax(u, n) == np.inf and rmin(-u, n) == -np.inf
+        assert rmax(np.zeros(1, dtype), 0) == -np.inf and rmin(np.zeros(1, dtype), 0) == np.inf
+        fresh = numba.njit(rmax.py_func)          # (code loaded from numba's cache cannot be inspected)
+        fresh(np.ones(4, dtype), 4)
+        vt = "float" if dtype == np.float32 else "double"
+        assert re.search(r"<\d+ x %s>" % vt, fresh.inspect_llvm(fresh.signatures[0])), "rmax does not vectorize"

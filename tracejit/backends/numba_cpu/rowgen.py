@@ -104,9 +104,9 @@ def generate_rows(node, name, fastmath=False):
                 u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
                 if u != t:
                     scratch.append((u, o.dtype.np))
-                # the shift skips rmax's NaN scan: a NaN in the row makes its sum, and so every result, NaN
-                rs += [f"a{q} = rshift({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
-                       f"for c in range(N):\n    {u}[c] = " + typed_calls(f"exp({t}[c] - h{q})", o.dtype),
+                # a NaN in the row: NaN shift, replaced by 0; the NaN reaches the row's sum and every result
+                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
+                       f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype),
                        f"s{q} = rsum({u}, N)"]
                 if op == "logsumexp":
                     rs.append(f"{nm} = {dt}(log_f64(s{q})) + h{q}")
@@ -178,7 +178,7 @@ def generate_rows(node, name, fastmath=False):
              f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
     code = module_code(consts, [kernel_fn("kernel", "range", base),
                                 kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                       ["from kernels.cpu.rows import rmax, rmin, rshift, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
+                       ["from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
     ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params,
                       [(dt, N) for _, dt in scratch])
     ks.parallel_ok = R > 1

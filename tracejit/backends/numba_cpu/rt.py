@@ -19,6 +19,7 @@ _OPTS = dict(forceinline=True, error_model="numpy")
 
 # vectorizable, numpy-exact-enough transcendental functions
 exp = vmath.vexp
+expshift = vmath.vexp        # (row kernels' exp of a row minus its max: expshift_f32/_f64, below, are cheaper)
 expm1 = vmath.vexpm1
 log = vmath.vlog
 log1p = vmath.vlog1p
@@ -44,7 +45,7 @@ def relu_f64(x):
 # per process and dtype (30-50 ms each, a good part of a cold first call)
 TYPED = {f"{op}{sfx}": f for sfx, table in (("_f32", vmath.VMATH_F32), ("_f64", vmath.VMATH_F64))
          for op, f in table.items() if op not in ("maximum", "minimum")}
-TYPED.update(relu_f32=relu_f32, relu_f64=relu_f64)
+TYPED.update(relu_f32=relu_f32, relu_f64=relu_f64, expshift_f32=vmath.expshift_f32, expshift_f64=vmath.expshift_f64)
 globals().update(TYPED)
 
 # numpy ufuncs on scalars (numba keeps float32 as float32 for these)
@@ -58,7 +59,7 @@ fmax, fmin = np.fmax, np.fmin
 INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
-__all__ = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
+__all__ = ["exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
            "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
            "trunc", "sign", "signbit", "isnan", "isinf", "isfinite", "fmax", "fmin", "fmod", "relu", "pow_",
            "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp", *TYPED]
