@@ -144,6 +144,16 @@ def test_cross_entropy_and_losses():
     t = torch.tensor([2, 0, 1, 1])
     _same(lambda x: F.cross_entropy(x, t.to(x.device)), _pair(4, 3))
     _same(lambda x, y: F.mse_loss(x, y) + F.l1_loss(x, y), _pair(4, 3), _pair(4, 3, seed=1))
+    # nll_loss with class weights, an ignored target, every reduction; all targets ignored (NaN loss, zero grad)
+    t = torch.tensor([2, 0, 1, 1, 2])
+    w = torch.tensor([0.5, 2.0, 1.5])
+    for red in ("mean", "sum", "none"):
+        _same(lambda x: F.cross_entropy(x, t.to(x.device), weight=w.to(x.device), ignore_index=1, reduction=red),
+              _pair(5, 3))
+    _same(lambda x: F.cross_entropy(x, torch.full((5,), -100).to(x.device)) * 1, _pair(5, 3), grad=False)
+    x = _pair(5, 3)[1]
+    F.cross_entropy(x, torch.full((5,), -100).cuda()).backward()
+    assert x.grad.cpu().numpy().tolist() == [[0.0] * 3] * 5
 
 
 # ----------------------------------------------------------------------------- device plumbing

@@ -22,6 +22,9 @@ def P(*shape):
     return tj.tensor(_rng.uniform(0.5, 2.0, shape), requires_grad=True)
 
 
+_W4 = tj.tensor([0.5, 1.5, 1.0, 2.0], dtype=tj.float64)      # class weights (they get no gradient, as in PyTorch)
+
+
 def U(*shape, low=-0.9, high=0.9):
     return tj.tensor(_rng.uniform(low, high, shape), requires_grad=True)
 
@@ -141,15 +144,17 @@ CASES = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [N(1, 2, 5, 4)]),
+    "nll_loss": (lambda x: F.nll_loss(x, tj.tensor([1, 0, 2, 3, 1]), weight=_W4, ignore_index=3), [N(5, 4)]),
 }
 
 # composed functions (no op of their own) worth checking: losses and the composite shape/linalg ops
 COMPOSED = {
     "cross_entropy": (lambda x: F.cross_entropy(x, tj.tensor([1, 0, 2])), [N(3, 4)]),
-    "cross_entropy_weighted_smooth": (lambda x, w: F.cross_entropy(x, tj.tensor([1, 0, 2]), weight=w,
-                                                                   label_smoothing=0.2, ignore_index=0), [N(3, 4), P(4)]),
+    "cross_entropy_weighted_smooth": (lambda x: F.cross_entropy(x, tj.tensor([1, 0, 2]), weight=_W4,
+                                                                label_smoothing=0.2, ignore_index=0), [N(3, 4)]),
     "cross_entropy_probs": (lambda x, t: F.cross_entropy(x, t.softmax(1)), [N(3, 4), N(3, 4)]),
-    "nll_loss": (lambda x: F.nll_loss(x, tj.tensor([1, 0, 2]), reduction="sum"), [N(3, 4)]),
+    "nll_loss_sum": (lambda x: F.nll_loss(x, tj.tensor([1, 0, 2]), reduction="sum"), [N(3, 4)]),
+    "nll_loss_none_nd": (lambda x: F.nll_loss(x, tj.tensor([[1, 0], [2, 2]]), reduction="none"), [N(2, 3, 2)]),
     "mse_loss": (lambda x, y: F.mse_loss(x, y), [N(2, 3), N(2, 3)]),
     "l1_loss": (lambda x, y: F.l1_loss(x, y), [N(2, 3), N(2, 3)]),
     "smooth_l1_loss": (lambda x, y: F.smooth_l1_loss(x * 2, y, beta=0.5), [N(2, 3), N(2, 3)]),
@@ -203,11 +208,12 @@ def test_gradcheck(name):
 # the derivative-only ops (backward ops whose own VJPs make second derivatives) run under gradgradcheck
 DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
                    "conv2d_backward_weight": "conv2d", "max_pool2d_backward": "max_pool2d",
-                   "avg_pool2d_backward": "avg_pool2d", "adaptive_avg_pool2d_backward": "adaptive_avg_pool2d"}
+                   "avg_pool2d_backward": "avg_pool2d", "adaptive_avg_pool2d_backward": "adaptive_avg_pool2d",
+                   "nll_loss_backward": "nll_loss"}
 
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
-            "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std"]
+            "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs
@@ -220,6 +226,13 @@ def test_gradgradcheck(name):
     if name in GRADGRAD_INPUTS:
         inputs = GRADGRAD_INPUTS[name]()
     assert gradgradcheck(fn, inputs, **kw)
+
+
+def test_nll_loss_weight_has_no_derivative():
+    x, w = N(3, 4), P(4)
+    loss = F.nll_loss(x, tj.tensor([1, 0, 2]), weight=w)
+    with pytest.raises(RuntimeError, match="derivative for 'weight' is not implemented"):
+        loss.backward()
 
 
 def test_every_differentiable_op_is_gradchecked():

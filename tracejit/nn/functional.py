@@ -138,34 +138,23 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    from ..ops.registry import OPS, apply
     if input.ndim < 1:
         raise ValueError("nll_loss: input must have at least 1 dimension")
-    if target.dtype.is_floating_point:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
-    if input.ndim == 1:
-        input, target = S.unsqueeze(input, 0), S.unsqueeze(target, 0)
-        squeeze = True
-    else:
-        squeeze = False
-    if input.shape[0] != target.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
-                         f"({target.shape[0]}).")
-    C = input.shape[1]
-    valid = target != ignore_index
-    safe_t = E.where(valid, target, 0)
-    if target.numel() and target._data is not None:
-        bad = (safe_t < 0) | (safe_t >= C)
-        if bool(bad.any()):
-            raise IndexError(f"Target {int(safe_t[bad][0].item())} is out of bounds.")
-    picked = S.squeeze(I.gather(input, 1, S.unsqueeze(safe_t, 1)), 1)
-    w = valid.to(input.dtype)
-    if weight is not None:
-        w = w * I.getitem(weight, safe_t)
-    loss = -picked * w
-    if reduction == "mean":
-        return R.sum(loss) / R.sum(w)
-    out = _reduce(loss, reduction)
-    return S.squeeze(out, 0) if squeeze and reduction == "none" else out
+    shape = None                      # of a 'none' result that is not [N]
+    if input.ndim == 1:               # one sample: [C] and a 0-d target
+        input, target, shape = S.unsqueeze(input, 0), S.unsqueeze(target, 0), ()
+    elif input.ndim > 2:              # [N, C, d1, ...] -> [N*d1*..., C]
+        if tuple(target.shape) != (input.shape[0],) + tuple(input.shape[2:]):
+            raise ValueError(f"Expected target size {[input.shape[0]] + list(input.shape[2:])}, got "
+                             f"{list(target.shape)}")
+        shape = tuple(target.shape)
+        input, target = S.reshape(S.movedim(input, 1, -1), (-1, input.shape[1])), S.reshape(target, (-1,))
+    args = (input, target) if weight is None else (input, target, weight)
+    attrs = dict(ignore_index=int(ignore_index), reduction=reduction)
+    OPS["nll_loss"].meta(*args, **attrs)      # eager runs no shape rule: its errors, here
+    loss = apply(OPS["nll_loss"], *args, **attrs)[0]
+    return S.reshape(loss, shape) if reduction == "none" and shape is not None else loss
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",

@@ -34,6 +34,90 @@ defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o")
 defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o")
 
 
+# ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
+# One op, as in PyTorch, rather than a gather and a dozen ops of masks and sums around it: eager runs one
+# numpy function, and a compiled classifier gets no generated kernels for them (each is a compilation of
+# 0.2-0.4 s in a cold process). Outputs: the loss and the total weight that 'mean' divides by. The backward
+# recomputes that total from the targets (a sum over the batch) instead of reading the forward's output, so
+# it does not wait for the forward: log_softmax and its backward stay one row kernel.
+
+def _nll_weights(logp, target, weight, ignore_index, check):
+    valid = target != ignore_index
+    t = np.where(valid, target, 0)
+    if check and t.size:
+        lo, hi = t.min(), t.max()
+        if lo < 0 or hi >= logp.shape[1]:
+            raise IndexError(f"Target {lo if lo < 0 else hi} is out of bounds.")
+    w = valid.astype(logp.dtype)
+    if weight is not None:
+        w *= weight[t]
+    return valid, t, w
+
+
+def _nll_np(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    _, t, w = _nll_weights(logp, target, weight, ignore_index, True)
+    loss = -(logp[np.arange(t.size), t] * w)
+    total = np.asarray(w.sum(), logp.dtype)
+    if reduction == "none":
+        return loss, total
+    s = loss.sum()
+    return np.asarray(s if reduction == "sum" else s / total, logp.dtype), total
+
+
+def _nll_meta(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    from .. import _dtype as D
+    if logp.ndim != 2 or target.shape != logp.shape[:1]:
+        raise ValueError(f"Expected input batch_size ({logp.shape[0] if logp.ndim else 1}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 1}).")
+    if target.dtype.is_floating_point or target.dtype is D.bool_:
+        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+    if weight is not None and tuple(weight.shape) != logp.shape[1:]:
+        raise RuntimeError(f"weight tensor should be defined either for all {logp.shape[1]} classes or no classes "
+                           f"but got weight tensor of shape: {list(weight.shape)}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return AVal(logp.shape[:1] if reduction == "none" else (), logp.dtype), AVal((), logp.dtype)
+
+
+def _nll_vjp(c, g, _g_total=None):
+    logp, target, *weight = c.inputs
+    if weight and c.next_functions[2] is not None:
+        raise RuntimeError("the derivative for 'weight' is not implemented")
+    if g is None:
+        return (None,) * len(c.inputs)
+    gx = apply(OPS["nll_loss_backward"], g, target, *weight, classes=c.shapes[0][1], **c.attrs)
+    return (gx, None) + (None,) * len(weight)
+
+
+def _nll_bwd_np(g, target, weight=None, classes=0, ignore_index=-100, reduction="mean"):
+    valid, t, w = _nll_weights(np.empty((0, classes), g.dtype), target, weight, ignore_index, False)
+    scale = g / np.asarray(w.sum(), g.dtype) if reduction == "mean" else g
+    out = np.zeros((t.size, classes), g.dtype)
+    rows = np.flatnonzero(valid)            # an ignored target gets no gradient (not 0 * inf = NaN)
+    out[rows, t[rows]] = -(w * scale)[rows]
+    return out
+
+
+def _nll_bwd_meta(g, target, weight=None, classes=0, ignore_index=-100, reduction="mean"):
+    return AVal((target.shape[0], classes), g.dtype)
+
+
+def _nll_bwd_vjp(c, h):
+    # linear in g: its adjoint picks h at the targets with the same weights, i.e. nll_loss of h
+    g, target, *weight = c.inputs
+    if c.next_functions[0] is None:
+        return (None,) * len(c.inputs)
+    attrs = {k: v for k, v in c.attrs.items() if k != "classes"}
+    gg = apply(OPS["nll_loss"], h, target, *weight, **attrs)[0]
+    return (gg,) + (None,) * (len(c.inputs) - 1)
+
+
+defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, nout=2, saves="i", kind="other", grad_name="NllLossBackward0")
+defop("nll_loss_backward", _nll_bwd_np, _nll_bwd_meta, _nll_bwd_vjp, saves="i", kind="other")
+OPS["nll_loss"].reads = lambda i, args: i >= 1          # the targets and weights, not the log-probabilities
+OPS["nll_loss_backward"].reads = lambda i, args: i >= 1
+
+
 def _bce_np(x, t):
     from .. import _dtype as D
     dt = D.result_type(AVal(x.shape, D._FROM_NP[x.dtype]), AVal(t.shape, D._FROM_NP[t.dtype])).np
