@@ -186,4 +186,4 @@ def test_cross_entropy_is_one_row_kernel_around_nll_loss():
     g = tf.graph(z).entry.fwd_fn.graph
     (k,) = fused_nodes(g)
     assert "rows" in k.attrs and {"mul", "log_softmax", "sum", "sub"} <= {b.op.name for b in k.attrs["body"].nodes}
-    assert sorted(n.op.name for n in g.nodes if n.op.name.startswith("nll")) == ["nll_loss", "nll_loss_backward"]
+    assert sorted(n.op.name for n in g.nodes if n.op.name.startswith("nll")) == ["nll_loss", "nll_loss_coef"]

@@ -37,25 +37,27 @@ defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction",
 # ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
 # One op, as in PyTorch, rather than a gather and a dozen ops of masks and sums around it: eager runs one
 # numpy function, and a compiled classifier gets no generated kernels for them (each is a compilation of
-# 0.2-0.4 s in a cold process). Outputs: the loss and the total weight that 'mean' divides by. The backward
-# recomputes that total from the targets (a sum over the batch) instead of reading the forward's output, so
-# it does not wait for the forward: log_softmax and its backward stay one row kernel.
+# 0.2-0.4 s in a cold process). Outputs: the loss and the total weight that 'mean' divides by.
+# Its gradient is one coefficient per sample (nll_loss_coef, [N], from the targets alone: it does not wait for
+# the forward) put at the sample's target by elementwise ops, `where(arange(C) == target, coef, 0)`, which
+# fuse into the row kernel of log_softmax's backward: the [N, C] one-hot gradient is never in memory.
 
-def _nll_weights(logp, target, weight, ignore_index, check):
+def _nll_weights(target, weight, ignore_index, classes, dtype):
+    """(valid, targets with ignored ones at 0, per-sample weights); 'Target N is out of bounds.' when classes."""
     valid = target != ignore_index
     t = np.where(valid, target, 0)
-    if check and t.size:
+    if classes and t.size:
         lo, hi = t.min(), t.max()
-        if lo < 0 or hi >= logp.shape[1]:
+        if lo < 0 or hi >= classes:
             raise IndexError(f"Target {lo if lo < 0 else hi} is out of bounds.")
-    w = valid.astype(logp.dtype)
+    w = valid.astype(dtype)
     if weight is not None:
         w *= weight[t]
     return valid, t, w
 
 
 def _nll_np(logp, target, weight=None, ignore_index=-100, reduction="mean"):
-    _, t, w = _nll_weights(logp, target, weight, ignore_index, True)
+    _, t, w = _nll_weights(target, weight, ignore_index, logp.shape[1], logp.dtype)
     loss = -(logp[np.arange(t.size), t] * w)
     total = np.asarray(w.sum(), logp.dtype)
     if reduction == "none":
@@ -80,42 +82,40 @@ def _nll_meta(logp, target, weight=None, ignore_index=-100, reduction="mean"):
 
 
 def _nll_vjp(c, g, _g_total=None):
+    from ..creation import arange
+    from .elementwise import eq, where
     logp, target, *weight = c.inputs
     if weight and c.next_functions[2] is not None:
         raise RuntimeError("the derivative for 'weight' is not implemented")
     if g is None:
         return (None,) * len(c.inputs)
-    gx = apply(OPS["nll_loss_backward"], g, target, *weight, classes=c.shapes[0][1], **c.attrs)
-    return (gx, None) + (None,) * len(weight)
+    coef = apply(OPS["nll_loss_coef"], g, target, *weight, **c.attrs)
+    hit = eq(arange(c.shapes[0][1], device=target.device), target.unsqueeze(1))
+    return (where(hit, coef.unsqueeze(1), 0.0), None) + (None,) * len(weight)
 
 
-def _nll_bwd_np(g, target, weight=None, classes=0, ignore_index=-100, reduction="mean"):
-    valid, t, w = _nll_weights(np.empty((0, classes), g.dtype), target, weight, ignore_index, False)
+def _nll_coef_np(g, target, weight=None, ignore_index=-100, reduction="mean"):
+    valid, _, w = _nll_weights(target, weight, ignore_index, 0, g.dtype)
     scale = g / np.asarray(w.sum(), g.dtype) if reduction == "mean" else g
-    out = np.zeros((t.size, classes), g.dtype)
-    rows = np.flatnonzero(valid)            # an ignored target gets no gradient (not 0 * inf = NaN)
-    out[rows, t[rows]] = -(w * scale)[rows]
-    return out
+    return np.where(valid, -(w * scale), 0).astype(g.dtype, copy=False)    # ignored: 0 (not -(0 * inf))
 
 
-def _nll_bwd_meta(g, target, weight=None, classes=0, ignore_index=-100, reduction="mean"):
-    return AVal((target.shape[0], classes), g.dtype)
-
-
-def _nll_bwd_vjp(c, h):
-    # linear in g: its adjoint picks h at the targets with the same weights, i.e. nll_loss of h
+def _nll_coef_vjp(c, h):
+    # linear in g: coef(g) = g * coef(1) (a scalar g) or g_i * coef(1)_i (reduction='none')
+    from ..creation import ones
     g, target, *weight = c.inputs
     if c.next_functions[0] is None:
         return (None,) * len(c.inputs)
-    attrs = {k: v for k, v in c.attrs.items() if k != "classes"}
-    gg = apply(OPS["nll_loss"], h, target, *weight, **attrs)[0]
-    return (gg,) + (None,) * (len(c.inputs) - 1)
+    unit = apply(OPS["nll_loss_coef"], ones(c.shapes[0], dtype=h.dtype, device=h.device), target, *weight, **c.attrs)
+    gg = h * unit
+    return (gg.sum() if len(c.shapes[0]) == 0 else gg,) + (None,) * (len(c.inputs) - 1)
 
 
 defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, nout=2, saves="i", kind="other", grad_name="NllLossBackward0")
-defop("nll_loss_backward", _nll_bwd_np, _nll_bwd_meta, _nll_bwd_vjp, saves="i", kind="other")
+defop("nll_loss_coef", _nll_coef_np, lambda g, target, weight=None, ignore_index=-100, reduction="mean":
+      AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other")
 OPS["nll_loss"].reads = lambda i, args: i >= 1          # the targets and weights, not the log-probabilities
-OPS["nll_loss_backward"].reads = lambda i, args: i >= 1
+OPS["nll_loss_coef"].reads = lambda i, args: i >= 1
 
 
 def _bce_np(x, t):

@@ -41,6 +41,7 @@ def generate_rows(node, name, fastmath=False):
     scratch = []               # scratch rows (name, dtype): arguments of the serial kernel, per task in kernel_par
     rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
     row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
+    log_softmax_of = {}        # log_softmax's value id -> (its exp row, its node index, dtype)
     head = ["N = L * T"]       # before the row loop
     in_kinds = []
     for j, v in enumerate(ins):
@@ -64,7 +65,12 @@ def generate_rows(node, name, fastmath=False):
         names[id(o)], dtypes[id(o)] = nm, o.dtype
         lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
         op = nd.op.name
-        if nd.op.kind == "elementwise" or op == "expand":
+        if op == "exp" and id(nd.inputs[0]) in log_softmax_of:
+            # exp(log_softmax(x)) (its backward): softmax from the exp row the log_softmax summed, no second exp
+            u, q0, dt = log_softmax_of[id(nd.inputs[0])]
+            row_stmts[lv].append(f"i{q0} = {dt}(1.0 / s{q0})")
+            elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q0})    # exp of log_softmax", ())
+        elif nd.op.kind == "elementwise" or op == "expand":
             text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
             if row_class(o.shape, dom) == "full":
                 elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
@@ -116,6 +122,7 @@ def generate_rows(node, name, fastmath=False):
                 else:
                     rs.append(f"g{q} = {dt}(log_f64(s{q}))")
                     elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
+                    log_softmax_of[id(o)] = (u, q, dt)
             lv += 1
         level[id(o)] = lv
         if id(o) in out_index:

@@ -576,10 +576,10 @@ def scatter(x, index, src, dim, reduce=None, _check=True):
 
 # ----------------------------------------------------------------------------- nll_loss
 
-def _nll_weights(logp, target, weight, ignore_index, check):
+def _nll_weights(like, target, weight, ignore_index, check):
     valid = _ew("ne", target, ignore_index)
     t = _ew("where", valid, target, 0)
-    w = _ew("cast", valid, dtype=_dt(logp))
+    w = _ew("cast", valid, dtype=_dt(like))
     if weight is not None:
         w = _ew("mul", w, gather(weight, t, 0, _check=check))
     return valid, t, w
@@ -599,14 +599,11 @@ def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
     return (s if reduction == "sum" else _ew("div", s, total)), total
 
 
-@impl("nll_loss_backward")
-def nll_loss_backward(g, target, weight=None, classes=0, ignore_index=-100, reduction="mean"):
-    n = target.shape[0]
-    valid, t, w = _nll_weights(A.empty((0, classes), g.dtype), target, weight, ignore_index, False)
+@impl("nll_loss_coef")
+def nll_loss_coef(g, target, weight=None, ignore_index=-100, reduction="mean"):
+    valid, _, w = _nll_weights(g, target, weight, ignore_index, False)
     scale = _ew("div", g, sum_(w, (0,), False)) if reduction == "mean" else g
-    val = _ew("where", valid, _ew("neg", _ew("mul", w, scale)), 0.0)     # ignored targets: 0, not 0 * inf
-    zeros = A.from_host(np.zeros((n, classes), g.dtype))
-    return scatter(zeros, t.reshape((n, 1)), val.reshape((n, 1)), 1, "add", _check=False)
+    return _ew("where", valid, _ew("neg", _ew("mul", w, scale)), 0.0)     # ignored targets: 0, not -(0 * inf)
 
 
 def setitem(x, key, value):
