@@ -408,6 +408,26 @@ def test_nd_kernels_loop_over_merged_dims(shape, pshape, dims, loop):
     assert ks.mode == "nd" and list(ks.extra_args[:len(loop)]) == loop
 
 
+def test_nd_kernel_inner_loop_vectorizes():
+    """The inner loop of a broadcasting kernel (flat unsigned offsets, no slice per row) is SIMD code, the
+    per-row accumulator of a sum over the leading dims included."""
+    import re
+    import numba
+
+    def fn(x, b):
+        y = tracejit.relu(x + b) * x
+        return y, y.sum(0)
+    x = tracejit.tensor(np.ones((8, 64), np.float32))
+    b = tracejit.tensor(np.ones(64, np.float32))
+    tf = tracejit.trace(fn, backend="numba")
+    tf(x, b)
+    (ks, disp), = _kernels(tf.graph(x, b).entry.fwd_fn)
+    assert ks.mode == "nd" and "np.uint64(" in ks.code
+    fresh = numba.njit(disp.py_func)        # (numba cannot show the code it loaded from its disk cache)
+    fresh.compile(disp.signatures[0])
+    assert re.search(r"<\d+ x float>", fresh.inspect_llvm(fresh.signatures[0]))
+
+
 def test_views_reach_kernels_as_contiguous_arrays():
     """A stride-0 cotangent (sum's backward expands a scalar), a strided slice, a read-only array: each kernel
     keeps the one specialization compiled at trace time (a view would be typed in Python, compiled again at

@@ -316,24 +316,22 @@ def generate(node, name, fastmath=False):
                     lines.append(f"{ind}p{j}_{a} = " + (f"p{j}_{a - 1} + " if a else "") + f"i{a} * s{j}_{a}")
             for k, _, _ in reductions:
                 lines.append(f"{ind}q{k}_{a} = " + (f"q{k}_{a - 1} + " if a else "") + f"i{a} * rs{k}_{a}")
-        # the last dim: slices of one output row (indexing `in0[o + i]` directly defeats vectorization:
-        # numba's negative-index check on an offset it cannot prove non-negative)
+        # the last dim: flat offsets as unsigned integers (numba checks no negative index then, which it
+        # would on `in0[o + i]`, an offset it cannot prove non-negative, and the loop vectorizes; a slice per
+        # row instead costs ~20% more compile time for the same machine code)
         n, pre, loads, accs, post = f"d{last}", [], [], [], []
         off = (lambda v: f"{v}_{last - 1}") if last else (lambda v: "0")
+        at = (lambda start: f"np.uint64({start} + i{last})")
         pre.append(f"ob = {f'o{last - 1} * d{last}' if last else '0'}")
         for j, kind in enumerate(in_kinds):
             if kind == "full" or (kind == "bcast" and last_stride[f"in{j}"]):
-                start = "ob" if kind == "full" else off(f"p{j}")
-                pre.append(f"f{j} = in{j}[{start}:{start} + {n}]")
-                loads.append(f"x{j} = f{j}[i{last}]")
+                loads.append(f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]")
             elif kind == "bcast":              # constant along the last dim
                 pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
-        pre += [f"g{k} = out{k}[ob:ob + {n}]" for k in range(len(outs)) if k not in red_outs]
-        outs_ = [f"g{k}[i{last}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        outs_ = [f"out{k}[{at('ob')}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
         for k, src, _ in reductions:
             if last_stride[f"acc{k}"]:
-                pre.append(f"ga{k} = acc{k}[{off(f'q{k}')}:{off(f'q{k}')} + {n}]")
-                accs.append(f"ga{k}[i{last}] += {src}")
+                accs.append(f"acc{k}[{at(off(f'q{k}'))}] += {src}")
             else:       # the last dim is reduced: summands to a scratch row (a running sum would not vectorize)
                 accs.append(f"t{k}[i{last}] = {src}")
                 post.append(f"acc{k}[{off(f'q{k}')}] += rsum(t{k}, {n})")
