@@ -5,7 +5,8 @@ numpy (forward and backward by hand), tracejit eager, tracejit traced (the defau
 when it is not the default), torch eager, torch.compile, jax.jit (a pure step: params and batch in, loss and
 new params out, through jax.value_and_grad; the params are donated, as the other systems update theirs in
 place; one thread like the others). Every system starts from the same parameters; the loss and all updated
-parameters of its first step are checked against numpy before timing. The roof
+parameters of its first step are checked against numpy before timing. torch.compile runs with denormals
+flushed to zero (see compiled_step: the repeated steps drive its gradients into denormals). The roof
 column is the fraction of single-thread sgemm GFLOP/s (the step is ~0.5 GFLOP of matmuls).
 
     python benches/bench_mlp_step.py [--quick]
@@ -165,7 +166,18 @@ def run(quick=False):
                 try:
                     cs = torch.compile(lambda x, y: torch_step(torch, c_ps, x, y), dynamic=False)
                     firsts["torch.compile"] = (cs(px, py), *c_ps)
-                    systems["torch.compile"] = lambda: cs(px, py)
+
+                    def compiled_step():
+                        # hundreds of steps on one batch bring its gradients down to denormal floats, which
+                        # slow torch.compile's generated kernels ~10x here (median 10.4 ms, bimodal; alone with
+                        # flush-to-zero 3.8 ms): it runs with denormals flushed, its best case (the flag is the
+                        # thread's: set around its calls only, the other systems run as they are)
+                        torch.set_flush_denormal(True)
+                        try:
+                            return cs(px, py)
+                        finally:
+                            torch.set_flush_denormal(False)
+                    systems["torch.compile"] = compiled_step
                 except Exception as e:
                     notes["torch.compile"] = f"unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
             else:
