@@ -1,6 +1,7 @@
 """Compile latency: what the first call of a traced function costs, and what the caches save.
 
-For each workload (an elementwise chain, forward + backward; an MLP training step):
+For each workload (an elementwise chain, forward + backward; an MLP training step; the example CNN's training
+step, whose 15 kernels are mostly BatchNorm row kernels):
 
 - cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
   generates the kernels and has numba compile them (in parallel: forked helpers on the spare cores compile
@@ -62,6 +63,14 @@ def make():
             loss.backward()
             return [float(loss)] + [float(t.grad.sum()) for t in ts]
         return f, call
+    if WORK == "cnn_step":         # the example CNN's training step (benches/bench_cnn_step.py): 15 kernels
+        sys.path.insert(0, "benches")
+        import bench_cnn_step as C
+        lib.manual_seed(0)
+        model = C.make_model(lib)
+        xn = rng.standard_normal((C.BATCH, 1, C.SIZE, C.SIZE), dtype=np.float32)
+        cx, cy = lib.tensor(xn), lib.tensor(rng.integers(0, C.CLASSES, C.BATCH))
+        return C.make_step(lib, model), lambda fn: [float(fn(cx, cy))]
     sizes = (64, 128, 128, 10)
     ps = []
     for i, o in zip(sizes[:-1], sizes[1:]):
@@ -115,12 +124,21 @@ print("RESULT " + json.dumps(res))
 '''
 
 
-SIZES = {"chain": "4096", "mlp_step": "32x64-128-128-10"}
+SIZES = {"chain": "4096", "mlp_step": "32x64-128-128-10", "cnn_step": "64x1x16x16"}
 
 
 def reference(work):
-    """numpy values of the first call (loss and grad sums; for the MLP, the first loss)."""
+    """numpy values of the first call (loss and grad sums; for the MLP, the first loss); for the CNN, the first
+    loss of its step run eagerly by tracejit, built as the child builds it."""
     rng = np.random.default_rng(0)
+    if work == "cnn_step":
+        import bench_cnn_step as C
+        import tracejit
+        tracejit.manual_seed(0)
+        model = C.make_model(tracejit)
+        xn = rng.standard_normal((C.BATCH, 1, C.SIZE, C.SIZE), dtype=np.float32)
+        y = rng.integers(0, C.CLASSES, C.BATCH)
+        return [float(C.make_step(tracejit, model)(tracejit.tensor(xn), tracejit.tensor(y)))]
     if work == "chain":
         x, w, b = (rng.standard_normal(4096, dtype=np.float32).astype(np.float64) for _ in range(3))
         t = np.tanh(x * w + b)
@@ -178,7 +196,7 @@ def _row(work, system, runs, key="first", baseline="tracejit cold"):
 
 def run(quick=False):
     reps = 1 if quick else 3
-    works = ("chain",) if quick else ("chain", "mlp_step")
+    works = ("chain",) if quick else ("chain", "mlp_step", "cnn_step")
     out, notes = [], {}
     for work in works:
         values = {"numpy": reference(work)}
