@@ -1,5 +1,6 @@
 """The numba CPU backend against the reference interpreter: fusion, generated kernels, executor, disk cache."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -157,6 +158,26 @@ def test_kernels_of_the_same_structure_share_one_compilation():
     assert len(kernels) == 4 and all(k[2] is kernels[0][2] for k in kernels)
     assert "f32[16,8]" in kernels[0][1].source and "f32[3,5,2]" in kernels[2][1].source
     assert "f32[16,8]" not in kernels[0][1].code
+
+
+def test_normalizations_of_different_sizes_share_one_compilation():
+    """Two BatchNorm-like normalizations over (N, H, W) of different sizes, each divided by an integer of its
+    own: the row length is a kernel argument, and so is an integer scalar in float arithmetic (each would be a
+    0.3-0.4 s compilation of its own); an integer exponent stays a literal (x ** 2 is x * x to LLVM)."""
+    def norm(x, k):
+        m = x.mean((0, 2, 3), keepdim=True)
+        return (x - m) / k + x ** 2, x.var((0, 2, 3), correction=1)
+
+    xs = [tracejit.randn(4, 3, 5, 5), tracejit.randn(2, 6, 3, 4)]
+    disps = []
+    for x, k in zip(xs, (3, 7)):
+        tf = tracejit.trace(lambda x: norm(x, k), backend="numba")
+        for a, b in zip(tf(x), norm(x, k)):
+            assert_same(a, b)
+        ks = _kernels(tf.graph(x).entry.fwd_fn)
+        disps.append([d for _, d in ks])
+        assert [k for k, _ in ks if re.search(r"pow_\(\w+, C\d+\)", k.code)], "the exponent is not a literal"
+    assert len(disps[0]) == len(disps[1]) and all(a is b for a, b in zip(*disps))
 
 
 def test_multi_output_fusion_and_convexity():
@@ -411,7 +432,6 @@ def test_nd_kernels_loop_over_merged_dims(shape, pshape, dims, loop):
 def test_nd_kernel_inner_loop_vectorizes():
     """The inner loop of a broadcasting kernel (flat unsigned offsets, no slice per row) is SIMD code, the
     per-row accumulator of a sum over the leading dims included."""
-    import re
     import numba
 
     def fn(x, b):

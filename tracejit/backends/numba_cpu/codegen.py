@@ -26,6 +26,7 @@ CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 sc
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
+_LITERAL_EXPONENT = {"pow"}   # x ** 2 with a literal 2 is x * x to LLVM; with a kernel argument, a libm call
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
@@ -89,8 +90,9 @@ def op_expression(nd, names, dtypes, const, post=None, param=None):
             args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
         elif x is None:
             args.append("None")
-        elif param is not None and isinstance(x, float) and cdt.is_floating_point:
-            args.append(param(x, cdt))
+        elif param is not None and cdt.is_floating_point and isinstance(x, (int, float)) and \
+                not isinstance(x, bool) and nd.op.name not in _LITERAL_EXPONENT:
+            args.append(param(x, cdt))      # (an int too: mean's backward divides by each layer's own count)
         else:
             args.append(const(x, cdt))
     op = nd.op

@@ -15,7 +15,6 @@ import re
 
 import numpy as np
 
-from ... import _dtype as D
 from ...ir.graph import Value
 from ...passes.fusion import row_class
 from .codegen import (KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_args,
@@ -93,7 +92,7 @@ def generate_rows(node, name, fastmath=False):
             if shared:
                 rows_of[id(nd.inputs[0])] = t
             rs = row_stmts.setdefault(lv + 1, [])
-            n_ = const(float(N), D.float64)
+            n_ = "N"                  # the row's length as an argument: BatchNorm layers of any size share a kernel
 
             def row_sum():
                 if t not in row_sums:
@@ -104,7 +103,7 @@ def generate_rows(node, name, fastmath=False):
                 rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else f' / {n_}'})")
             elif op == "var":
                 corr = nd.attrs["correction"]
-                den = const(float(N - corr) if N > corr else 0.0, D.float64)
+                den = f"(N - {corr} if N > {corr} else 0)"
                 rs += [f"m{q} = {row_sum()} / {n_}", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
             elif op in ("amax", "amin"):
                 rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
