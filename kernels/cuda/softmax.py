@@ -1,7 +1,8 @@
 """softmax / log_softmax over the last axis of a C-contiguous [M, K] view: one block per row.
 
 Two shared-memory tree reductions per row (the max, then the sum of exp(x - max)), then every thread writes
-its strided slice of the row. Like the numpy implementation, a row whose max is not finite is shifted by 0.
+its strided slice of the row. Like the numpy implementation (and PyTorch), the shift is the max as it is: a
+row holding +inf, or only -inf, is NaN everywhere.
 """
 import functools
 import math
@@ -54,8 +55,6 @@ def softmax_kernel(log, dt, tpb=TPB):
             tree(sm, tid, True)
             m = sm[0]
             cuda.syncthreads()
-            if m == inf or m == ninf:
-                m = zero                       # not finite: shift by 0 (NaN stays NaN either way)
             s = zero
             j = tid
             while j < K:

@@ -85,3 +85,26 @@ def test_float_division_by_zero_still_gives_inf_nan(backend, kernels):
     with np.errstate(all="ignore"):
         want = ((x / y) * 1 + (x // y) * 0 + x.fmod(y) * 0).numpy()
     np.testing.assert_array_equal(f(x, y).numpy(), want)
+
+
+_INF_ROWS = np.array([[np.inf, 1, 2], [-np.inf, -np.inf, -np.inf], [np.inf, -np.inf, 1], [-np.inf, 1, 2],
+                      [np.nan, 1, 2], [1, 2, 3]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp"])
+def test_softmax_family_on_infinite_rows_equals_eager_and_pytorch(backend, kernels, name):
+    """PyTorch's results: softmax/log_softmax of a row holding +inf or NaN, or only -inf, are NaN everywhere (the
+    shift is the max as it is); logsumexp shifts by 0 when the max is not finite (+inf -> inf, all -inf -> -inf)."""
+    fn = (lambda v: tracejit.logsumexp(v * 1, dim=1)) if name == "logsumexp" else \
+        (lambda v: getattr(tracejit.nn.functional, name)(v * 1, dim=1))
+    x = tracejit.tensor(_INF_ROWS)
+    got, want = tracejit.trace(fn, backend=backend)(x).numpy(), fn(x).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)         # (ulps apart: another exp)
+    if name == "logsumexp":
+        assert got[:3].tolist() == [np.inf, -np.inf, np.inf] and np.isnan(got[4])
+    else:
+        assert np.isnan(got[[0, 1, 2, 4]]).all() and not np.isnan(got[[3, 5]]).any()
+    torch = pytest.importorskip("torch")
+    ref = getattr(torch, name)(torch.from_numpy(_INF_ROWS), 1).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-6, equal_nan=True)

@@ -6,16 +6,18 @@ import numpy as np
 from .registry import AVal, apply, defop, norm_dim, OPS
 
 
+# Shifted by the row's max as it is (PyTorch): a row holding +inf, or only -inf, gives NaN everywhere (x - max
+# is NaN there). logsumexp instead shifts by 0 when the max is not finite (inf and -inf, as PyTorch).
 def _softmax_np(x, dim):
-    m = np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
-    e = np.exp(x - np.where(np.isfinite(m), m, 0).astype(x.dtype))
-    return e / np.sum(e, axis=dim, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf))
+        return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax_np(x, dim):
-    m = np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
-    s = x - np.where(np.isfinite(m), m, 0).astype(x.dtype)
-    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+    with np.errstate(invalid="ignore"):
+        s = x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
+        return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
 def _softmax_vjp(c, g):

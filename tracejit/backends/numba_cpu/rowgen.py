@@ -111,8 +111,11 @@ def generate_rows(node, name, fastmath=False):
                 u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
                 if u != t:
                     scratch.append((u, o.dtype.np))
-                # a NaN in the row: NaN shift, replaced by 0; the NaN reaches the row's sum and every result
-                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}",
+                # logsumexp shifts by 0 when the max is not finite; softmax and log_softmax by the max as it is, so
+                # that a row holding +inf or NaN, or only -inf, is NaN everywhere (PyTorch; see ops/nn_ops.py)
+                shift = f"{dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}" if op == "logsumexp" else \
+                    f"{dt}(a{q})"
+                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}",
                        f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype),
                        f"s{q} = rsum({u}, N)"]
                 if op == "logsumexp":
