@@ -199,7 +199,7 @@ def run(quick=False):
     works = ("chain",) if quick else ("chain", "mlp_step", "cnn_step")
     out, notes = [], {}
     for work in works:
-        values = {"numpy": reference(work)}
+        values = {"tracejit eager" if work == "cnn_step" else "numpy": reference(work)}
         cold, disk = [], []
         for _ in range(reps):
             d = tempfile.mkdtemp(prefix="tj-cold-")

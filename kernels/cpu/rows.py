@@ -5,9 +5,9 @@ carried dependency), then one of these reduces it. Only the sums get a fast-math
 vectorize them in float64; max and min need none (below).
 """
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
+
+from .vmath import llvm_float_intrinsic
 
 _SUM = dict(fastmath={"reassoc"}, nogil=True, cache=True)
 _PLAIN = dict(nogil=True, cache=True)
@@ -32,24 +32,12 @@ def rsumsq(t, n, m):
     return s
 
 
-def _nan_propagating(name):
-    def impl(typingctx, a, b):
-        if a != b or a not in (types.float32, types.float64):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ty = args[0].type
-            return builder.call(builder.module.declare_intrinsic(name, [ty], ir.FunctionType(ty, [ty, ty])), args)
-        return a(a, b), codegen
-    return intrinsic(impl)
-
-
 # LLVM's IEEE 754-2019 maximum/minimum: NaN if either operand is NaN (numpy's amax/amin), -0.0 < +0.0, and a
 # running reduction of them vectorizes with no fast-math flags. A compare-and-select running max does not
 # (numba puts no flags on the select), not even unrolled by hand into 8 maxima: 2.4x slower on a 4096x1024
 # float32 softmax's shift (1.53 vs 0.64 ms, one thread), plus a separate NaN scan for amax.
-_maximum = _nan_propagating("llvm.maximum")
-_minimum = _nan_propagating("llvm.minimum")
+_maximum = llvm_float_intrinsic("llvm.maximum", 2)
+_minimum = llvm_float_intrinsic("llvm.minimum", 2)
 
 
 @njit(**_PLAIN)

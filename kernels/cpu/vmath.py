@@ -145,36 +145,26 @@ def _float_info(ty):
     return None
 
 
-def _llvm_unary(name):
-    def impl(typingctx, x):
-        if _float_info(x) is None:
+def llvm_float_intrinsic(name, nargs=1):
+    """An @intrinsic calling LLVM's `name` on `nargs` floats of one type (float32 or float64)."""
+    def typer(typingctx, *xs):
+        if _float_info(xs[0]) is None or any(x != xs[0] for x in xs):
             return None
 
         def codegen(context, builder, sig, args):
             ty = args[0].type
-            fn = builder.module.declare_intrinsic(
-                name, [ty], ir.FunctionType(ty, [ty]))
-            return builder.call(fn, [args[0]])
-        return x(x), codegen
-    return impl
+            fn = builder.module.declare_intrinsic(name, [ty], ir.FunctionType(ty, [ty] * nargs))
+            return builder.call(fn, list(args))
+        return xs[0](*xs), codegen
+    # (named parameters: numba lowers no *args call to an @intrinsic)
+    if nargs == 1:
+        return intrinsic(lambda typingctx, x: typer(typingctx, x))
+    return intrinsic(lambda typingctx, a, b: typer(typingctx, a, b))
 
 
-_floor = intrinsic(_llvm_unary("llvm.floor"))
-_fabs = intrinsic(_llvm_unary("llvm.fabs"))
-
-
-@intrinsic
-def _copysign(typingctx, mag, sgn):
-    """copysign(mag, sgn) for same-typed floats."""
-    if _float_info(mag) is None or mag != sgn:
-        return None
-
-    def codegen(context, builder, sig, args):
-        ty = args[0].type
-        fn = builder.module.declare_intrinsic(
-            "llvm.copysign", [ty], ir.FunctionType(ty, [ty, ty]))
-        return builder.call(fn, list(args))
-    return mag(mag, sgn), codegen
+_floor = llvm_float_intrinsic("llvm.floor")
+_fabs = llvm_float_intrinsic("llvm.fabs")
+_copysign = llvm_float_intrinsic("llvm.copysign", 2)      # copysign(mag, sgn)
 
 
 @intrinsic

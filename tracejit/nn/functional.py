@@ -153,7 +153,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     args = (input, target) if weight is None else (input, target, weight)
     attrs = dict(ignore_index=int(ignore_index), reduction=reduction)
     OPS["nll_loss"].meta(*args, **attrs)      # eager runs no shape rule: its errors, here
-    loss = apply(OPS["nll_loss"], *args, **attrs)[0]
+    loss = apply(OPS["nll_loss"], *args, **attrs)
     return S.reshape(loss, shape) if reduction == "none" and shape is not None else loss
 
 

@@ -39,7 +39,8 @@ defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction",
 # ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
 # One op, as in PyTorch, rather than a gather and a dozen ops of masks and sums around it: eager runs one
 # numpy function, and a compiled classifier gets no generated kernels for them (each is a compilation of
-# 0.2-0.4 s in a cold process). Outputs: the loss and the total weight that 'mean' divides by.
+# 0.2-0.4 s in a cold process). PyTorch's op also returns the total weight 'mean' divides by; nothing here
+# reads it (the gradient recomputes it from the targets), so this one returns the loss only.
 # Its gradient is one coefficient per sample (nll_loss_coef, [N], from the targets alone: it does not wait for
 # the forward) put at the sample's target by elementwise ops, `where(arange(C) == target, coef, 0)`, which
 # fuse into the row kernel of log_softmax's backward: the [N, C] one-hot gradient is never in memory.
@@ -61,11 +62,10 @@ def _nll_weights(target, weight, ignore_index, classes, dtype):
 def _nll_np(logp, target, weight=None, ignore_index=-100, reduction="mean"):
     _, t, w = _nll_weights(target, weight, ignore_index, logp.shape[1], logp.dtype)
     loss = -(logp[np.arange(t.size), t] * w)
-    total = np.asarray(w.sum(), logp.dtype)
     if reduction == "none":
-        return loss, total
+        return loss
     s = loss.sum()
-    return np.asarray(s if reduction == "sum" else s / total, logp.dtype), total
+    return np.asarray(s if reduction == "sum" else s / w.sum(), logp.dtype)
 
 
 def _nll_meta(logp, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -80,17 +80,15 @@ def _nll_meta(logp, target, weight=None, ignore_index=-100, reduction="mean"):
                            f"but got weight tensor of shape: {list(weight.shape)}")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{reduction} is not a valid value for reduction")
-    return AVal(logp.shape[:1] if reduction == "none" else (), logp.dtype), AVal((), logp.dtype)
+    return AVal(logp.shape[:1] if reduction == "none" else (), logp.dtype)
 
 
-def _nll_vjp(c, g, _g_total=None):
+def _nll_vjp(c, g):
     from ..creation import arange
     from .elementwise import eq, where
     logp, target, *weight = c.inputs
     if weight and c.next_functions[2] is not None:
         raise RuntimeError("the derivative for 'weight' is not implemented")
-    if g is None:
-        return (None,) * len(c.inputs)
     coef = apply(OPS["nll_loss_coef"], g, target, *weight, **c.attrs)
     hit = eq(arange(c.shapes[0][1], device=target.device), target.unsqueeze(1))
     return (where(hit, coef.unsqueeze(1), 0.0), None) + (None,) * len(weight)
@@ -113,7 +111,7 @@ def _nll_coef_vjp(c, h):
     return (gg.sum() if len(c.shapes[0]) == 0 else gg,) + (None,) * (len(c.inputs) - 1)
 
 
-defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, nout=2, saves="i", kind="other", grad_name="NllLossBackward0")
+defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, saves="i", kind="other", grad_name="NllLossBackward0")
 defop("nll_loss_coef", _nll_coef_np, lambda g, target, weight=None, ignore_index=-100, reduction="mean":
       AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other")
 OPS["nll_loss"].reads = lambda i, args: i >= 1          # the targets and weights, not the log-probabilities

@@ -74,6 +74,13 @@ def _operand_dtypes(node):
     return [out] * len(ins), out
 
 
+def _is_param(nd, x, cdt):
+    """A Python number in float arithmetic is a kernel argument, not a literal: a scheduler's learning rate, and
+    an int too (mean's backward divides by each layer's own count), share the kernel; a pow exponent is not."""
+    return cdt.is_floating_point and isinstance(x, (int, float)) and not isinstance(x, bool) and \
+        nd.op.name not in _LITERAL_EXPONENT
+
+
 def op_expression(nd, names, dtypes, const, post=None, param=None):
     """The scalar expression of one elementwise body node, from its op's `expr` template.
 
@@ -90,9 +97,8 @@ def op_expression(nd, names, dtypes, const, post=None, param=None):
             args.append(_cast(names[id(x)], dtypes[id(x)], cdt))
         elif x is None:
             args.append("None")
-        elif param is not None and cdt.is_floating_point and isinstance(x, (int, float)) and \
-                not isinstance(x, bool) and nd.op.name not in _LITERAL_EXPONENT:
-            args.append(param(x, cdt))      # (an int too: mean's backward divides by each layer's own count)
+        elif param is not None and _is_param(nd, x, cdt):
+            args.append(param(x, cdt))
         else:
             args.append(const(x, cdt))
     op = nd.op
@@ -421,7 +427,8 @@ class _Param:
 
 
 def _body_lines(node):
-    """The body as IR text for the kernel's header; Python floats show as `k` (they are kernel arguments)."""
+    """The body as IR text for the kernel's header; the numbers that are kernel arguments show as `k`."""
     from ...ir.graph import Node, format_node
-    return [format_node(Node(m.op, [_Param() if isinstance(i, float) else i for i in m.inputs], m.attrs, m.outputs))
+    return [format_node(Node(m.op, [_Param() if not isinstance(i, Value) and _is_param(m, i, c) else i
+                                    for i, c in zip(m.inputs, _operand_dtypes(m)[0])], m.attrs, m.outputs))
             for m in node.attrs["body"].nodes]

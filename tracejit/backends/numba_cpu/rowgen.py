@@ -40,7 +40,6 @@ def generate_rows(node, name, fastmath=False):
     scratch = []               # scratch rows (name, dtype): arguments of the serial kernel, per task in kernel_par
     rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
     row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
-    log_softmax_of = {}        # log_softmax's value id -> (its exp row, its node index, dtype)
     row_slices = set()         # inputs whose row (L == 1) a reduction reads as an array: p{j} = in{j}[b:b + T]
     head = ["N = L * T"]       # before the row loop
     in_kinds = []
@@ -65,12 +64,7 @@ def generate_rows(node, name, fastmath=False):
         names[id(o)], dtypes[id(o)] = nm, o.dtype
         lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
         op = nd.op.name
-        if op == "exp" and id(nd.inputs[0]) in log_softmax_of:
-            # exp(log_softmax(x)) (its backward): softmax from the exp row the log_softmax summed, no second exp
-            u, q0, dt = log_softmax_of[id(nd.inputs[0])]
-            row_stmts[lv].append(f"i{q0} = {dt}(1.0 / s{q0})")
-            elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q0})    # exp of log_softmax", ())
-        elif nd.op.kind == "elementwise" or op == "expand":
+        if nd.op.kind == "elementwise" or op == "expand":
             text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
             if row_class(o.shape, dom) == "full":
                 elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
@@ -92,7 +86,6 @@ def generate_rows(node, name, fastmath=False):
             if shared:
                 rows_of[id(nd.inputs[0])] = t
             rs = row_stmts.setdefault(lv + 1, [])
-            n_ = "N"                  # the row's length as an argument: BatchNorm layers of any size share a kernel
 
             def row_sum():
                 if t not in row_sums:
@@ -100,11 +93,12 @@ def generate_rows(node, name, fastmath=False):
                     rs.append(f"r{q} = rsum({t}, N)")
                 return row_sums[t]
             if op in ("sum", "mean"):
-                rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else f' / {n_}'})")
+                # (the row length N is an argument, not a literal: BatchNorm layers of any size share a kernel)
+                rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else ' / N'})")
             elif op == "var":
                 corr = nd.attrs["correction"]
                 den = f"(N - {corr} if N > {corr} else 0)"
-                rs += [f"m{q} = {row_sum()} / {n_}", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
+                rs += [f"m{q} = {row_sum()} / N", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
             elif op in ("amax", "amin"):
                 rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
@@ -126,7 +120,6 @@ def generate_rows(node, name, fastmath=False):
                 else:
                     rs.append(f"g{q} = {dt}(log_f64(s{q}))")
                     elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
-                    log_softmax_of[id(o)] = (u, q, dt)
             lv += 1
         level[id(o)] = lv
         if id(o) in out_index:

@@ -592,11 +592,10 @@ def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
     _, t, w = _nll_weights(logp, target, weight, ignore_index, True)
     n = target.shape[0]
     loss = _ew("neg", _ew("mul", gather(logp, t.reshape((n, 1)), 1).reshape((n,)), w))
-    total = sum_(w, (0,), False)
     if reduction == "none":
-        return loss, total
+        return loss
     s = sum_(loss, (0,), False)
-    return (s if reduction == "sum" else _ew("div", s, total)), total
+    return s if reduction == "sum" else _ew("div", s, sum_(w, (0,), False))
 
 
 @impl("nll_loss_coef")
