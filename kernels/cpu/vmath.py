@@ -62,9 +62,11 @@ for log: numpy's AVX-512 float32 exp/log are themselves up to ~2.5/3.5 ulp off
 ``contract``) expm1 f64 / sigmoid reach 1.92 / 1.86 ulp.  Both the float32
 and the float64 variants are polynomial (nothing calls libm).
 
-Sources of the algorithms: exp/expm1 float32 Cephes expf polynomial (expm1:
-Taylor, degree 8), float64 Taylor degree 13, both with Cody-Waite reduction
-and an FMA recombination for expm1; log/log1p fdlibm (musl) e_logf/e_log and
+Sources of the algorithms: exp float32 a degree-6 minimax polynomial (fitted
+here; Cephes expf's has one term more for no accuracy), expm1 float32 Taylor
+degree 8, float64 Taylor degree 13, all with Cody-Waite reduction (n by the
+round-to-nearest magic-number addition, whose bits also give 2**n) and an FMA
+recombination for expm1; log/log1p fdlibm (musl) e_logf/e_log and
 s_log1p(f) made branch-free; tanh Cephes small-|x| polynomial/rational plus
 1 - 2/(exp(2|x|)+1); sigmoid e/(1+e) with the rounding errors of 1+e and of
 the division compensated (e = exp(-|x|) without exp's overflow handling);
@@ -212,6 +214,29 @@ def _pow2(typingctx, nf):
     return nf(nf), codegen
 
 
+@intrinsic
+def _pow2_rounded(typingctx, t):
+    """2**(n + k) from t = _round_magic(k) + n (n, k integral, 2**(n + k) normal): t's low mantissa bits hold
+    n + k + bias, so its bit pattern shifted left by the mantissa width is that power of two (one integer
+    shift instead of a float -> int conversion and an add)."""
+    info = _float_info(t)
+    if info is None:
+        return None
+    fty, ity, mbits, bias = info
+
+    def codegen(context, builder, sig, args):
+        bits = builder.shl(builder.bitcast(args[0], ity), ir.Constant(ity, mbits))
+        return builder.bitcast(bits, fty)
+    return t(t), codegen
+
+
+def _round_magic(dt, k=0):
+    """1.5 * 2**mantissa_bits + bias + k: adding it to a float y (|y| < 2**(mantissa_bits - 2)) rounds y to the
+    nearest integer n in one rounding and leaves n + bias + k in the low bits (see _pow2_rounded)."""
+    mbits, bias = (23, 127) if dt == np.float32 else (52, 1023)
+    return dt(1.5 * 2.0 ** mbits + bias + k)
+
+
 # offsets for the reduction of a positive normal x to m*2**k, m in
 # [sqrt(2)/2, sqrt(2)) (the fdlibm/musl trick: add (1.0 - sqrt(2)/2) bits)
 _LOGRED = {
@@ -299,17 +324,22 @@ _F_EXP_HI = _f(89.0)
 _F_EXP_LO = _f(-104.0)
 _D_EXP_HI = 710.0
 _D_EXP_LO = -746.0
-_F_24 = _f(24.0)                    # exp of a <= 0: scale by 2**24 (2**54) and back
+# n = round(x / ln2) by adding these (see _round_magic); exp of a <= 0 scales by 2**24 (2**54) and back
+_F_EXP_RND = _round_magic(np.float32)
+_F_EXP_RND24 = _round_magic(np.float32, 24)
+_D_EXP_RND = _round_magic(np.float64)
+_D_EXP_RND54 = _round_magic(np.float64, 54)
 _F_2M24 = _f(2.0 ** -24)
 _D_2M54 = 2.0 ** -54
 
-# Cephes expf polynomial: exp(r) = 1 + r + r*r*P(r), |r| <= ln2/2
-_F_EP0 = _f(1.9875691500e-4)
-_F_EP1 = _f(1.3981999507e-3)
-_F_EP2 = _f(8.3334519073e-3)
-_F_EP3 = _f(4.1665795894e-2)
-_F_EP4 = _f(1.6666665459e-1)
-_F_EP5 = _f(5.0000001201e-1)
+# exp(r) = 1 + r + r*r*P(r), |r| <= ln2/2: P of degree 4, minimax for the relative error of exp (Lawson
+# iteration in float64, then rounded to float32): 3.6e-9 = 0.06 ulp, as small as the Cephes expf polynomial's
+# 2.7e-9 with one term fewer (its degree-5 P is a near-Taylor fit)
+_F_EP0 = _f(0.0013814553)
+_F_EP1 = _f(0.008368745)
+_F_EP2 = _f(0.04166839)
+_F_EP3 = _f(0.16666521)
+_F_EP4 = _f(0.49999994)
 
 # Taylor coefficients 1/k!
 _F_T = [_f(1.0 / math.factorial(k)) for k in range(16)]
@@ -458,23 +488,24 @@ _D_ERF_C = 1.0 / 0.35
 # ---------------------------------------------------------------------------
 
 @njit(**_OPTS)
-def _exp_reduce_f32(xc):
-    """exp(xc) = y * 2**n (Cephes expf polynomial, exact range reduction)."""
-    n = _floor(xc * _F_LOG2E + _F_HALF)
+def _exp_reduce_f32(xc, magic):
+    """exp(xc) = y * 2**n (degree-6 polynomial, exact range reduction); n = round(xc / ln2) by adding
+    `magic` (_round_magic), and t = magic + n, from which _pow2_rounded makes 2**(n + k)."""
+    t = xc * _F_LOG2E + magic
+    n = t - magic
     r = xc - n * _F_LN2HI
     r = r - n * _F_LN2LO
     z = r * r
-    p = ((((_F_EP0 * r + _F_EP1) * r + _F_EP2) * r + _F_EP3) * r
-         + _F_EP4) * r + _F_EP5
-    return p * z + r + _F_1, n
+    p = (((_F_EP0 * r + _F_EP1) * r + _F_EP2) * r + _F_EP3) * r + _F_EP4
+    return p * z + r + _F_1, n, t
 
 
 @njit(**_OPTS)
 def exp_f32(x):
-    """exp for float32 (Cephes expf polynomial, exact range reduction)."""
+    """exp for float32 (degree-6 polynomial, exact range reduction)."""
     xc = x if x < _F_EXP_HI else _F_EXP_HI
     xc = xc if xc > _F_EXP_LO else _F_EXP_LO       # also maps NaN -> LO
-    y, n = _exp_reduce_f32(xc)
+    y, n, t = _exp_reduce_f32(xc, _F_EXP_RND)
     y = _scale2(y, n)                  # overflow to inf, gradual underflow
     return x if x != x else y
 
@@ -482,8 +513,8 @@ def exp_f32(x):
 @njit(**_OPTS)
 def _exp_core_f32(x):
     """exp for float32 x in [-87, 88] (no NaN/overflow/denormal handling)."""
-    y, n = _exp_reduce_f32(x)
-    return y * _pow2(n)
+    y, n, t = _exp_reduce_f32(x, _F_EXP_RND)
+    return y * _pow2_rounded(t)
 
 
 @njit(**_OPTS)
@@ -506,12 +537,13 @@ def _expm1_poly_f64(r):
 
 
 @njit(**_OPTS)
-def _exp_reduce_f64(xc):
-    """exp(xc) = y * 2**n (degree-13 polynomial, two-constant reduction)."""
-    n = _floor(xc * _D_LOG2E + 0.5)
+def _exp_reduce_f64(xc, magic):
+    """exp(xc) = y * 2**n (degree-13 polynomial, two-constant reduction); n and t as in _exp_reduce_f32."""
+    t = xc * _D_LOG2E + magic
+    n = t - magic
     r = xc - n * _D_LN2HI
     r = r - n * _D_LN2LO
-    return 1.0 + _expm1_poly_f64(r), n
+    return 1.0 + _expm1_poly_f64(r), n, t
 
 
 @njit(**_OPTS)
@@ -519,7 +551,7 @@ def exp_f64(x):
     """exp for float64 (degree-13 polynomial, two-constant reduction)."""
     xc = x if x < _D_EXP_HI else _D_EXP_HI
     xc = xc if xc > _D_EXP_LO else _D_EXP_LO
-    y, n = _exp_reduce_f64(xc)
+    y, n, t = _exp_reduce_f64(xc, _D_EXP_RND)
     y = _scale2(y, n)
     return x if x != x else y
 
@@ -527,8 +559,8 @@ def exp_f64(x):
 @njit(**_OPTS)
 def _exp_core_f64(x):
     """exp for float64 x in [-708, 709] (no NaN/overflow/denormal handling)."""
-    y, n = _exp_reduce_f64(x)
-    return y * _pow2(n)
+    y, n, t = _exp_reduce_f64(x, _D_EXP_RND)
+    return y * _pow2_rounded(t)
 
 
 # ---------------------------------------------------------------------------
@@ -684,49 +716,47 @@ def log1p_f64(x):
 @njit(**_OPTS)
 def tanh_f32(x):
     """tanh for float32: Cephes tanhf odd polynomial for |x| < 0.625, else
-    sign(x) * (1 - 2/(exp(2|x|) + 1))."""
+    sign(x) * (1 - 2/(exp(2|x|) + 1)); NaN flows through both formulas."""
     a = _fabs(x)
-    a = a if a < _F_TANH_HI else _F_TANH_HI
+    a = _F_TANH_HI if a > _F_TANH_HI else a
     z = x * x
     ys = ((((_F_TH0 * z + _F_TH1) * z + _F_TH2) * z + _F_TH3) * z
           + _F_TH4) * z * x + x
     e = _exp_core_f32(a + a)
     yl = _F_1 - _F_2 / (e + _F_1)
-    y = _copysign(ys if a < _F_TANH_SMALL else yl, x)   # tanh(-0.0) = -0.0
-    return x if x != x else y
+    return _copysign(ys if a < _F_TANH_SMALL else yl, x)   # tanh(-0.0) = -0.0
 
 
 @njit(**_OPTS)
 def tanh_f64(x):
     """tanh for float64: Cephes rational x + x*z*P(z)/Q(z) for |x| < 0.625,
-    else sign(x) * (1 - 2/(exp(2|x|) + 1))."""
+    else sign(x) * (1 - 2/(exp(2|x|) + 1)); NaN flows through."""
     a = _fabs(x)
-    a = a if a < _D_TANH_HI else _D_TANH_HI
+    a = _D_TANH_HI if a > _D_TANH_HI else a
     z = x * x
     ys = x + x * (z * ((_D_THP0 * z + _D_THP1) * z + _D_THP2)
                   / (((z + _D_THQ0) * z + _D_THQ1) * z + _D_THQ2))
     e = _exp_core_f64(a + a)
     yl = 1.0 - 2.0 / (e + 1.0)
-    y = _copysign(ys if a < 0.625 else yl, x)
-    return x if x != x else y
+    return _copysign(ys if a < 0.625 else yl, x)
 
 
 @njit(**_OPTS)
 def _exp_nonpos_f32(a):
-    """exp(a) for a <= 0 (not NaN): results below 2**-126 by one rounding into
+    """exp(a) for a <= 0 (NaN gives NaN): results below 2**-126 by one rounding into
     the denormal range, as exp_f32 gives them, but cheaper than its two-sided
     scaling: y * 2**(n + 24) is normal for every n here (n >= -150), then
     one multiply by 2**-24."""
-    a = a if a > _F_EXP_LO else _F_EXP_LO
-    y, n = _exp_reduce_f32(a)
-    return (y * _pow2(n + _F_24)) * _F_2M24
+    a = _F_EXP_LO if a < _F_EXP_LO else a         # NaN stays NaN
+    y, n, t = _exp_reduce_f32(a, _F_EXP_RND24)
+    return (y * _pow2_rounded(t)) * _F_2M24
 
 
 @njit(**_OPTS)
 def sigmoid_f32(x):
     """1/(1+exp(-x)) for float32: num/(1+e), e = exp(-|x|), num = 1 (x >= 0)
     or e (x < 0), with the rounding error of 1+e and of the quotient
-    compensated (one division)."""
+    compensated (one division); NaN flows through (e is NaN)."""
     e = _exp_nonpos_f32(-_fabs(x))
     d = _F_1 + e
     dl = (_F_1 - d) + e              # exact: d + dl == 1 + e
@@ -734,17 +764,16 @@ def sigmoid_f32(x):
     r = _F_1 / d                     # one division: the correction below only needs 1/d roughly
     q = num * r
     rem = num - q * d                # exact with FMA
-    y = q + (rem - q * dl) * r
-    return x if x != x else y
+    return q + (rem - q * dl) * r
 
 
 @njit(**_OPTS)
 def _exp_nonpos_f64(a):
-    """exp(a) for a <= 0 (not NaN), denormal results as in _exp_nonpos_f32
+    """exp(a) for a <= 0 (NaN gives NaN), denormal results as in _exp_nonpos_f32
     (n >= -1076: y * 2**(n + 54) is normal)."""
-    a = a if a > _D_EXP_LO else _D_EXP_LO
-    y, n = _exp_reduce_f64(a)
-    return (y * _pow2(n + 54.0)) * _D_2M54
+    a = _D_EXP_LO if a < _D_EXP_LO else a
+    y, n, t = _exp_reduce_f64(a, _D_EXP_RND54)
+    return (y * _pow2_rounded(t)) * _D_2M54
 
 
 @njit(**_OPTS)
@@ -757,8 +786,7 @@ def sigmoid_f64(x):
     r = 1.0 / d
     q = num * r
     rem = num - q * d
-    y = q + (rem - q * dl) * r
-    return x if x != x else y
+    return q + (rem - q * dl) * r
 
 
 @njit(**_OPTS)
