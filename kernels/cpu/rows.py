@@ -36,7 +36,7 @@ def rsumsq(t, n, m):
 # running reduction of them vectorizes with no fast-math flags. A compare-and-select running max does not
 # (numba puts no flags on the select), not even unrolled by hand into 8 maxima: 2.4x slower on a 4096x1024
 # float32 softmax's shift (1.53 vs 0.64 ms, one thread), plus a separate NaN scan for amax.
-_maximum = llvm_float_intrinsic("llvm.maximum", 2)
+rmaximum = llvm_float_intrinsic("llvm.maximum", 2)       # (generated softmax loops call it too)
 _minimum = llvm_float_intrinsic("llvm.minimum", 2)
 
 
@@ -47,7 +47,7 @@ def rmax(t, n):
         return -np.inf
     m = t[0]
     for c in range(1, n):
-        m = _maximum(m, t[c])
+        m = rmaximum(m, t[c])
     return m
 
 

@@ -187,3 +187,35 @@ def test_cross_entropy_is_one_row_kernel_around_nll_loss():
     (k,) = fused_nodes(g)
     assert "rows" in k.attrs and {"mul", "log_softmax", "sum", "sub"} <= {b.op.name for b in k.attrs["body"].nodes}
     assert sorted(n.op.name for n in g.nodes if n.op.name.startswith("nll")) == ["nll_loss", "nll_loss_coef"]
+
+
+@pytest.mark.parametrize("par_min", [1 << 62, 1], ids=["serial", "parallel"])
+def test_softmax_of_an_input_finds_the_next_rows_max_in_its_exp_loop(par_min, monkeypatch):
+    """softmax/log_softmax/logsumexp of an input's rows: each row's max comes from the previous row's exp loop
+    (the first row of each block of ROWS_PER_BLOCK finds its own), and softmax writes its exp into the output
+    row and scales it there. Special rows at the blocks' edges (first, last, first of the next, the last row),
+    a softmax output that a later loop of the same kernel reads again, serial and parallel variants."""
+    from tracejit.backends.numba_cpu import codegen, rowgen
+    monkeypatch.setattr(codegen, "PAR_MIN", par_min)
+    rb = rowgen.ROWS_PER_BLOCK
+    a = np.random.default_rng(3).standard_normal((2 * rb + 3, 9)).astype(np.float32) * 4
+    a[0, 2] = np.inf
+    a[rb - 1, :] = -np.inf
+    a[rb, 4] = np.nan
+    a[rb + 1, 3] = 60.0              # a large max right after a NaN row: the shift must not leak between rows
+    a[-1, 0] = -np.inf
+    x = tracejit.tensor(a)
+    fns = {"softmax": lambda x: F.softmax(x, -1),
+           "log_softmax": lambda x: F.log_softmax(x, -1),
+           "logsumexp": lambda x: x.logsumexp(-1),
+           "softmax_read_again": lambda x: (lambda y: (y, (y * y).sum(-1), y.amax(-1)))(F.softmax(x, -1))}
+    for name, f in fns.items():
+        tf = tracejit.trace(f, backend="numba")
+        got, want = tf(x), f(x)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=name)
+        (k,) = [ks for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels]
+        assert "rmaximum(" in k.code, name
+        if name.startswith("softmax"):
+            assert "o0 = out0[b:b + T]" in k.code, name

@@ -42,6 +42,8 @@ def generate_rows(node, name, fastmath=False):
     row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
     row_slices = set()         # inputs whose row (L == 1) a reduction reads as an array: p{j} = in{j}[b:b + T]
     head = ["N = L * T"]       # before the row loop
+    block = []                 # at the start of each block of rows (r0 .. r1 - 1)
+    direct = set()             # outputs a softmax wrote whole into its output row (no store statement)
     in_kinds = []
     for j, v in enumerate(ins):
         kind = row_class(v.shape, dom)
@@ -102,18 +104,35 @@ def generate_rows(node, name, fastmath=False):
             elif op in ("amax", "amin"):
                 rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
-                u = f"u{q}" if op == "log_softmax" or t.startswith("p") else t
-                if u != t:
-                    scratch.append((u, o.dtype.np))
+                k = out_index.get(id(o)) if op == "softmax" and L == 1 else None
+                if k is not None:   # exp straight into the output row (its cache lines arrive while exp computes)
+                    u = f"o{k}"
+                    rs.append(f"{u} = out{k}[b:b + T]")
+                else:
+                    u = f"u{q}" if op == "log_softmax" or j is not None else t
+                    if u != t:
+                        scratch.append((u, o.dtype.np))
                 # logsumexp shifts by 0 when the max is not finite; softmax and log_softmax by the max as it is, so
                 # that a row holding +inf or NaN, or only -inf, is NaN everywhere (PyTorch; see ops/nn_ops.py)
                 shift = f"{dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}" if op == "logsumexp" else \
                     f"{dt}(a{q})"
-                rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}",
-                       f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype),
-                       f"s{q} = rsum({u}, N)"]
+                exp = f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype)
+                if j is None:
+                    rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}", exp]
+                else:       # an input's row: the next row's max is found in this row's exp loop (one memory-bound
+                    # pass less per row, its reads overlap the compute-bound exp); the block's first row finds its own
+                    block.append(f"n{q} = rmax(in{j}[r0 * T:r0 * T + T], N)")
+                    rs += [f"a{q} = n{q}", f"h{q} = {shift}",
+                           f"w{q} = in{j}[b + T:b + 2 * T] if r + 1 < r1 else {t}",
+                           f"m{q} = {const(-np.inf, nd.inputs[0].dtype)}",
+                           exp + f"\n    m{q} = rmaximum(m{q}, w{q}[c])", f"n{q} = m{q}"]
+                rs.append(f"s{q} = rsum({u}, N)")
                 if op == "logsumexp":
                     rs.append(f"{nm} = {dt}(log_f64(s{q})) + h{q}")
+                elif k is not None:     # scaled in place while the row is in L1; later loops read it as stored
+                    rs += [f"i{q} = {dt}(1.0 / s{q})", f"for c in range(N):\n    {u}[c] = {dt}({u}[c] * i{q})"]
+                    elem[id(o)] = (f"{nm} = {u}[c]    # softmax", ())
+                    direct.add(id(o))
                 elif op == "softmax":
                     rs.append(f"i{q} = {dt}(1.0 / s{q})")
                     elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
@@ -124,7 +143,9 @@ def generate_rows(node, name, fastmath=False):
         level[id(o)] = lv
         if id(o) in out_index:
             k = out_index[id(o)]
-            if id(o) in elem:
+            if id(o) in direct:
+                pass
+            elif id(o) in elem:
                 stores.setdefault(lv + 1, []).append((id(o), k, nm))
             else:
                 row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
@@ -166,7 +187,8 @@ def generate_rows(node, name, fastmath=False):
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         if rng != "range":       # threads: each task its own rows
             lines += [f"        {t} = np.empty(N, np.{np.dtype(dt).name})" for t, dt in scratch]
-        lines.append(f"        for r in range(blk * {rb}, R if R < blk * {rb} + {rb} else blk * {rb} + {rb}):")
+        lines += [f"        r0 = blk * {rb}", f"        r1 = R if R < r0 + {rb} else r0 + {rb}"]
+        lines += ["        " + s for s in block] + ["        for r in range(r0, r1):"]
         row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j in sorted(row_slices)]
                if L == 1 else []) + row_stmts.get(0, [])
         for p in range(1, npass + 1):
@@ -179,7 +201,7 @@ def generate_rows(node, name, fastmath=False):
              f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
     code = module_code(consts, [kernel_fn("kernel", "range", base),
                                 kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                       ["from kernels.cpu.rows import rmax, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
+                       ["from kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
     ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params,
                       [(dt, N) for _, dt in scratch])
     ks.parallel_ok = R > 1
