@@ -6,7 +6,10 @@ over rows (prange for large inputs: rows are independent, nothing is shared); in
 loop over the inner positions per reduction level: `x - max(x)` needs the row's max, so it is computed in
 the loop after the one that finds the max. Each loop writes the operand of its reductions to a scratch
 row (small, in L1) that `kernels.cpu.rows` then reduces with vectorized loops; softmax's exp stays in
-its scratch row for the output loop. Other per-element values are recomputed in each loop that needs
+its scratch row for the output loop, or is written straight into the output row when the softmax is an
+output, and scaled there. The softmax family over an input's rows finds the next row's max inside this
+row's exp loop (software pipelining: the max is a memory-bound pass, the exp a compute-bound one; 4096x1024
+float32 softmax 3.44 -> 2.30-2.43 ms with both). Other per-element values are recomputed in each loop that needs
 them instead of being stored: elementwise math is cheaper than another pass over memory. Sums accumulate
 in float64 (numpy sums float32 pairwise: both are within float32 rounding of the exact sum); max/min
 propagate NaN like numpy.
