@@ -45,7 +45,7 @@ def generate_rows(node, name, fastmath=False):
     row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
     row_slices = set()         # inputs whose row (L == 1) a reduction reads as an array: p{j} = in{j}[b:b + T]
     head = ["N = L * T"]       # before the row loop
-    block = []                 # at the start of each block of rows (r0 .. r1 - 1)
+    block = []                 # at the start of each block of rows (rlo .. rhi - 1)
     direct = set()             # outputs a softmax wrote whole into its output row (no store statement)
     in_kinds = []
     for j, v in enumerate(ins):
@@ -124,9 +124,9 @@ def generate_rows(node, name, fastmath=False):
                     rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}", exp]
                 else:       # an input's row: the next row's max is found in this row's exp loop (one memory-bound
                     # pass less per row, its reads overlap the compute-bound exp); the block's first row finds its own
-                    block.append(f"n{q} = rmax(in{j}[r0 * T:r0 * T + T], N)")
+                    block.append(f"n{q} = rmax(in{j}[rlo * T:rlo * T + T], N)")
                     rs += [f"a{q} = n{q}", f"h{q} = {shift}",
-                           f"w{q} = in{j}[b + T:b + 2 * T] if r + 1 < r1 else {t}",
+                           f"w{q} = in{j}[b + T:b + 2 * T] if r + 1 < rhi else {t}",
                            f"m{q} = {const(-np.inf, nd.inputs[0].dtype)}",
                            exp + f"\n    m{q} = rmaximum(m{q}, w{q}[c])", f"n{q} = m{q}"]
                 rs.append(f"s{q} = rsum({u}, N)")
@@ -190,8 +190,9 @@ def generate_rows(node, name, fastmath=False):
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         if rng != "range":       # threads: each task its own rows
             lines += [f"        {t} = np.empty(N, np.{np.dtype(dt).name})" for t, dt in scratch]
-        lines += [f"        r0 = blk * {rb}", f"        r1 = R if R < r0 + {rb} else r0 + {rb}"]
-        lines += ["        " + s for s in block] + ["        for r in range(r0, r1):"]
+        # (rlo/rhi: no generated name has that form; r{q} is a row sum)
+        lines += [f"        rlo = blk * {rb}", f"        rhi = R if R < rlo + {rb} else rlo + {rb}"]
+        lines += ["        " + s for s in block] + ["        for r in range(rlo, rhi):"]
         row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j in sorted(row_slices)]
                if L == 1 else []) + row_stmts.get(0, [])
         for p in range(1, npass + 1):
