@@ -101,6 +101,32 @@ def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
     np.testing.assert_array_equal(i.numpy(), idx[0])
 
 
+@pytest.mark.parametrize("N,C,O,H,groups,chunked", [(40, 1, 4, 16, 1, True),      # 4 x 9, columns as rows
+                                                      (40, 2, 32, 16, 1, True),     # 32 x 18, g as rows
+                                                      (20, 4, 6, 16, 2, True),      # two groups of 3 x 18
+                                                      (3, 16, 8, 5, 1, False)])     # 8 x 144, columns as rows
+def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked):
+    """The weight gradient's product runs in the orientation and chunks that OpenBLAS is fastest for; every
+    form gives the float64 reference (the chunked cases have N*H*W > WGRAD_CHUNK positions)."""
+    from kernels.cpu.conv import WGRAD_CHUNK, columns, weight_grad_from_columns
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+    g = rng.standard_normal((N, O, H, H)).astype(np.float32)
+    ws = (O, C // groups, 3, 3)
+    got = weight_grad_from_columns(columns(x, 3, 3, (1, 1), (1, 1), (1, 1), H, H), g, ws, groups)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros(ws)
+    for o in range(O):
+        gi = o // (O // groups)
+        for c in range(C // groups):
+            for i in range(3):
+                for j in range(3):
+                    want[o, c, i, j] = np.sum(g[:, o] * xp[:, gi * (C // groups) + c, i:i + H, j:j + H])
+    assert got.shape == ws and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert (N * H * H > WGRAD_CHUNK and (C // groups) * 9 * (O // groups) <= 1024) == chunked
+
+
 class _SmallCNN(tj.nn.Module):
     def __init__(self):
         super().__init__()
