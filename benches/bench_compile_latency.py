@@ -1,7 +1,7 @@
 """Compile latency: what the first call of a traced function costs, and what the caches save.
 
 For each workload (an elementwise chain, forward + backward; an MLP training step; the example CNN's training
-step, whose 15 kernels are mostly BatchNorm row kernels):
+step, whose 13 kernels are mostly BatchNorm row kernels):
 
 - cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
   generates the kernels and has numba compile them (in parallel: forked helpers on the spare cores compile
@@ -63,7 +63,7 @@ def make():
             loss.backward()
             return [float(loss)] + [float(t.grad.sum()) for t in ts]
         return f, call
-    if WORK == "cnn_step":         # the example CNN's training step (benches/bench_cnn_step.py): 15 kernels
+    if WORK == "cnn_step":         # the example CNN's training step (benches/bench_cnn_step.py): 13 kernels
         sys.path.insert(0, "benches")
         import bench_cnn_step as C
         lib.manual_seed(0)

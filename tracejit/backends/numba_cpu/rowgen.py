@@ -144,11 +144,9 @@ def generate_rows(node, name, fastmath=False):
                     elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
             lv += 1
         level[id(o)] = lv
-        if id(o) in out_index:
+        if id(o) in out_index and id(o) not in direct:
             k = out_index[id(o)]
-            if id(o) in direct:
-                pass
-            elif id(o) in elem:
+            if id(o) in elem:
                 stores.setdefault(lv + 1, []).append((id(o), k, nm))
             else:
                 row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
