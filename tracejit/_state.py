@@ -1,17 +1,36 @@
-"""Process-wide mode flags read on every op (kept in one small object so the hot path is one lookup)."""
+"""Mode flags read on every op (kept in one small object so the hot path is one lookup).
+
+Per thread, as PyTorch's: grad mode (no_grad, enable_grad, set_grad_enabled), inference mode, the active trace
+and profiler belong to the thread that set them (a new thread starts with grad enabled and nothing active).
+Process-wide, as PyTorch's: anomaly mode (torch.autograd.set_detect_anomaly in one thread is seen by all), the
+creation counter and the cuda dispatcher.
+"""
+import itertools
+import threading
+
+SERIAL = itertools.count(1)     # tensor creation counter (next() is atomic): tensors made during a trace are constants
 
 
-class _State:
-    __slots__ = ("grad_enabled", "tracer", "profiler", "anomaly", "inference", "serial", "cuda")
+class _State(threading.local):
+    # (no __slots__: a slot of a threading.local would be shared by every thread)
 
     def __init__(self):
         self.grad_enabled = True
         self.tracer = None      # the active tracing context (tracing/tracer.py) or None
         self.profiler = None    # the active autograd.profiler.profile or None
-        self.anomaly = False
         self.inference = False
-        self.serial = 0         # creation counter: tensors created during a trace are constants
-        self.cuda = None        # the device dispatcher, set when the first cuda tensor is made (tracejit.cuda)
+
+    # the device dispatcher, set when the first cuda tensor is made (tracejit.cuda): one per process, so a class
+    # attribute (every thread sees it; set it with set_cuda_dispatch, not STATE.cuda = ...)
+    cuda = None
+    anomaly = property(lambda self: _GLOBAL["anomaly"], lambda self, v: _GLOBAL.__setitem__("anomaly", v))
+
+
+_GLOBAL = {"anomaly": False}
+
+
+def set_cuda_dispatch(fn):
+    _State.cuda = fn
 
 
 STATE = _State()

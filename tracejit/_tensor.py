@@ -7,7 +7,7 @@ the `ops` modules (each op is defined once, in the registry).
 import numpy as np
 
 from . import _dtype as D
-from ._state import STATE
+from ._state import STATE, SERIAL
 from .size import Size
 
 
@@ -59,6 +59,7 @@ def check_device(dev):
 
 
 _new = object.__new__
+_next_serial = SERIAL.__next__
 _engine = None      # tracejit.autograd.engine, once Tensor.backward first runs
 
 
@@ -96,8 +97,7 @@ class Tensor:
         self._base = None
         self._hooks = None
         self._retains_grad = False
-        state = STATE
-        self._serial = state.serial = state.serial + 1
+        self._serial = _next_serial()
 
     @staticmethod
     def _wrap(arr):

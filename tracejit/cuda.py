@@ -104,7 +104,8 @@ def _activate():
             config.CUDA_LOW_OCCUPANCY_WARNINGS = False
         except Exception:
             pass
-        STATE.cuda = dispatch
+        from ._state import set_cuda_dispatch
+        set_cuda_dispatch(dispatch)
 
 
 def to_device(t, device):

@@ -9,6 +9,7 @@ functionalized. The backward graph is derived symbolically at trace time, so out
 import functools
 import gc
 import logging
+import threading
 import time
 import weakref
 
@@ -23,6 +24,10 @@ from .errors import TraceError
 from .tracer import TraceContext
 
 log = logging.getLogger("tracejit")
+# Threads (see README "Threads"): tracing state and grad mode are per thread (_state.py); a lifted tensor is a
+# tracer in the tracing thread only (tracer.py); one trace and compilation runs at a time in the process, and a
+# thread that waited for it looks its signature up again, so each signature is compiled once.
+TRACE_LOCK = threading.RLock()
 _SMALL = 1 << 16    # elements: a backward program's outputs up to this size are allocated fresh for each call
 PER_SIGNATURE = 4   # compiled programs kept per argument signature (they differ in guarded reads)
 
@@ -268,8 +273,18 @@ class TracedFunction:
                     self.hits += 1
                     return self._run(e, ts)
         leaves = list(leaves)
-        e = self._compile(args, kwargs, key, leaves)
-        return self._run(e, e.resolve(leaves)[0])
+        with TRACE_LOCK:
+            # (threads: one traces at a time; one that waited finds what the other compiled for its signature)
+            for e in self.cache.get(key, ()):
+                why, ts = e.check(leaves)
+                if why is None:
+                    break
+            else:
+                e = self._compile(args, kwargs, key, leaves)
+                ts = e.resolve(leaves)[0]
+                if e.one_shot:      # it creates the state the next trace lifts: run it before another traces
+                    return self._run(e, ts)
+        return self._run(e, ts)
 
     # ------------------------------------------------------------------ tracing + compiling
     def _why(self, key, leaves):
@@ -362,10 +377,11 @@ class TracedFunction:
     def graph(self, *args, **kwargs):
         """The graphs compiled for these arguments (forward, backward, joint), tracing if needed."""
         key, leaves = self._signature(args, kwargs)
-        for e in self.cache.get(key, ()):
-            if e.check(leaves)[0] is None:
-                return GraphSet(e)
-        return GraphSet(self._compile(args, kwargs, key, leaves))
+        with TRACE_LOCK:
+            for e in self.cache.get(key, ()):
+                if e.check(leaves)[0] is None:
+                    return GraphSet(e)
+            return GraphSet(self._compile(args, kwargs, key, leaves))
 
     def cache_info(self):
         return {"entries": sum(len(v) for v in self.cache.values()), "traces": self.traces, "hits": self.hits,
@@ -592,7 +608,7 @@ def make_graph(fn, *args, **kwargs):
     for k in sorted(kwargs):
         _flatten(kwargs[k], leaves)
     ctx = TraceContext()
-    with ctx:
+    with TRACE_LOCK, ctx:
         for i, t in enumerate(leaves):
             ctx.add_argument(t, f"arg{i}")
         out = fn(*args, **kwargs)

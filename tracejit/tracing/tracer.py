@@ -6,10 +6,11 @@ the real tensor is switched into tracer mode in place (its data put aside), so r
 its real state back, and what changed (its value, its `.grad`) becomes an output written back after runs.
 """
 import weakref
+from threading import get_ident
 
 import numpy as np
 
-from .._state import STATE
+from .._state import STATE, SERIAL
 from .._tensor import Tensor
 from ..ir.graph import Graph, Value
 from .errors import TraceError
@@ -26,7 +27,7 @@ class Slot:
 class TraceContext:
     def __init__(self):
         self.graph = Graph()
-        self.start_serial = STATE.serial
+        self.start_serial = next(SERIAL)   # tensors made from now on have larger serials
         self.swapped = []        # (tensor, saved state) restored at exit
         self.slots = []          # Slot per graph input (explicit args first)
         self.initial = {}        # id(tensor) -> initial input Value (data)
@@ -55,14 +56,13 @@ class TraceContext:
     def restore(self):
         for t, data in self.adopted:     # back to real tensors; the first run writes their new values
             t._data, t._value = data, None
-        for t, saved in reversed(self.swapped):
-            (t._data, t._value, t._grad, t.grad_fn, t._output_nr, t._requires_grad, t._version) = saved
+        for t, cls in reversed(self.swapped):
+            _unlift(t, cls)
         self.swapped = []
 
     def _swap(self, t, name, kind="data"):
-        """Turn a real tensor into a tracer standing for a new graph input."""
-        self.swapped.append((t, (t._data, t._value, t._grad, t.grad_fn, t._output_nr, t._requires_grad,
-                                 t._version)))
+        """Turn a real tensor into a tracer standing for a new graph input (for this thread only)."""
+        self.swapped.append((t, _lift_class(t)))
         v = self.graph.add_input(t._data.shape, t.dtype, name)
         self.slots.append(Slot(t, kind, name))
         t._data = None
@@ -169,3 +169,60 @@ class TraceContext:
 
     def note_module(self, m):
         self.modules.setdefault(id(m), (m, m.training))
+
+
+# ----------------------------------------------------------------------------- lifting, per thread
+# A lifted tensor (a module's parameter read by a traced function) is a tracer in the tracing thread only: its
+# class becomes a subclass whose swapped fields are properties. The tracing thread reads and writes the tensor's
+# own slots (the tracer state); every other thread reads and writes the real state kept aside in `_tj_real`, so
+# eager work, or a compiled program, running on the same tensors in another thread sees them unchanged.
+_SWAPPED = ("_data", "_value", "_grad", "grad_fn", "_output_nr", "_requires_grad", "_version")
+_LIFTED = {}
+
+
+def _field(name):
+    slot = Tensor.__dict__[name]
+    sget, sset = slot.__get__, slot.__set__
+
+    def get(self):
+        real = self.__dict__.get("_tj_real")
+        if real is None or real[0] == get_ident():
+            return sget(self)
+        return real[1][name]
+
+    def put(self, v):
+        real = self.__dict__.get("_tj_real")
+        if real is None or real[0] == get_ident():
+            sset(self, v)
+        else:
+            real[1][name] = v
+    return property(get, put)
+
+
+def _lifted_class(cls):
+    sub = _LIFTED.get(cls)
+    if sub is None:
+        ns = {name: _field(name) for name in _SWAPPED}
+        ns.update(__slots__=(), __module__=cls.__module__, __qualname__=cls.__qualname__, _tj_lifted=cls)
+        sub = _LIFTED[cls] = type(cls.__name__, (cls,), ns)
+    return sub
+
+
+def _lift_class(t):
+    """Keep t's real state for the other threads, then make its fields per-thread; returns its class."""
+    cls = type(t)
+    if getattr(cls, "_tj_lifted", None) is not None:       # (already lifted: a tensor swapped twice)
+        return None
+    t.__dict__["_tj_real"] = (get_ident(), {name: getattr(t, name) for name in _SWAPPED})
+    t.__class__ = _lifted_class(cls)
+    return cls
+
+
+def _unlift(t, cls):
+    if cls is None:
+        return
+    real = t.__dict__["_tj_real"][1]
+    for name in _SWAPPED:                  # (what other threads wrote meanwhile is kept)
+        Tensor.__dict__[name].__set__(t, real[name])
+    t.__class__ = cls
+    del t.__dict__["_tj_real"]

@@ -211,7 +211,10 @@ class CompiledGraph:
                                f"{len(arrays)} (a tracejit bug; please report it)")
         # a call takes a buffer set from the pool (a concurrent call finds it empty and gets its own)
         pool = self._pool
-        bufs = pool.pop() if pool else self._alloc()
+        try:
+            bufs = pool.pop()
+        except IndexError:
+            bufs = self._alloc()
         env = self._template + bufs
         for s, a in zip(self._in_slots, arrays):
             env[s] = a

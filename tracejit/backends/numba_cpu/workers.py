@@ -69,8 +69,10 @@ def fork_compile(jobs):
     # numba's first compilation in a process installs its typing and lowering registries (~0.2 s): once, here,
     # for the helpers to inherit
     from numba.core.registry import cpu_target
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
+    from numba.core.compiler_lock import global_compiler_lock
+    with global_compiler_lock:          # (another thread's numba compilation refreshes them too)
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
     pids = []
     for _, share in bins[1:]:
         pid = _fork_helper([jobs[i] for i in share])
