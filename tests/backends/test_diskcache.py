@@ -420,3 +420,24 @@ def test_cold_program_compiles_only_its_kernels(cache_env):
     assert all(m.startswith(("tj_kernel_", "kernels.", "tracejit.")) for m in mods), mods
     assert r["err"]["float32"] < 1e-4 and r["err"]["float64"] < 1e-10, r["err"]
     assert not r["linalg"], "numba's start-up imported scipy.linalg"
+
+
+def test_tampered_machine_code_is_caught_by_checksum():
+    # Unlike _garble, this keeps the pickle framing intact: only a constant inside the cached machine code
+    # changes (5.0 -> 7.0), so the data file still unpickles. Only the checksum can tell; without it the
+    # kernel would load and silently compute x * 7 + 1.
+    src = kernel_source("tampered_code", scale=5.0)
+    path = dc.entry_path(src)
+    run_kernel(dc.load_module(src), scale=5.0)
+    (nbc,) = [f for f in numba_files(src) if f.endswith(".nbc")]
+    with open(nbc, "rb") as f:
+        blob = f.read()
+    five, seven = np.float32(5.0).tobytes(), np.float32(7.0).tobytes()
+    assert blob.count(five) >= 1, "the constant 5.0 is not in the cached machine code"
+    with open(nbc, "wb") as f:
+        f.write(blob.replace(five, seven))
+    dc._MEMO.pop(path, None)
+    c0, e0 = dc.compile_count(), dc.cache_info()["numba_cache_errors"]
+    run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
+    assert dc.compile_count() - c0 == 1
+    assert dc.cache_info()["numba_cache_errors"] - e0 == 1
