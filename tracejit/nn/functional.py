@@ -3,7 +3,7 @@ from .. import _dtype as D
 from ..ops import elementwise as E, reduction as R, shape_ops as S, indexing as I, linalg as L
 from ..ops.nn_ops import log_softmax, softmax
 from ..ops.elementwise import elu, gelu, leaky_relu, relu, sigmoid, silu, softplus, tanh, hardtanh, relu6, \
-    hardsigmoid, hardswish, mish, logit  # noqa: F401
+    hardsigmoid, hardswish, mish, logit, threshold  # noqa: F401
 
 
 def relu_(input):

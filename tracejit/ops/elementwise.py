@@ -556,6 +556,12 @@ def relu6(input):
     return hardtanh(input, 0.0, 6.0)
 
 
+def threshold(input, threshold, value, inplace=False):
+    """`input` where it is greater than `threshold`, else `value` (torch.nn.functional.threshold)."""
+    out = where(input > threshold, input, value).to(input.dtype)
+    return input.copy_(out) if inplace else out
+
+
 def hardsigmoid(input):
     # zero gradient at +-3 (PyTorch), which also gives hardswish PyTorch's derivative there
     return where(input <= -3, 0.0, where(input >= 3, 1.0, input / 6 + 0.5))

@@ -1,7 +1,7 @@
 from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Bilinear
-from .activation import (ReLU, ReLU6, LeakyReLU, GELU, SiLU, ELU, Tanh, Sigmoid, Softplus, Mish, Hardtanh, Hardswish,
+from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tanh, Sigmoid, Softplus, Mish, Hardtanh, Hardswish,
                          Hardsigmoid, LogSigmoid, Softsign, Tanhshrink, Softmax, LogSoftmax, Softmin)
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .flatten import Flatten, Unflatten

@@ -15,6 +15,18 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
+class Threshold(Module):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+
+
 class ReLU6(Module):
     def __init__(self, inplace=False):
         super().__init__()
