@@ -132,7 +132,7 @@ def test_truncated_or_corrupted_file_gives_clear_error(tmp_path):
         tj.load(p)
 
 
-def test_load_torch_saved_values_match():
+def test_state_dict_copied_from_torch_round_trips():
     """A state_dict moved from torch (via numpy) and back through tracejit keeps its numbers."""
     torch = pytest.importorskip("torch")
     m = torch.nn.Conv2d(2, 3, 3)

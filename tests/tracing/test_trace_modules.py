@@ -107,7 +107,7 @@ def test_whole_training_step_traced_from_the_first_step(make_opt, backend):
                for st in ot.state.values() for v in st.values() if isinstance(v, torch.Tensor))
 
 
-def test_stored_out_of_place_tracer_from_other_trace_is_a_clear_error():
+def test_tensor_stored_during_the_trace_is_real_after_the_run():
     keep = {}
 
     @torch.trace
