@@ -5,6 +5,7 @@ Lambdas reach library functions through `L` (L.where, L.nn.functional.mse_loss .
 whichever library is being run; methods and operators need nothing special.
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -167,9 +168,13 @@ def helper_raises(fn, *inputs, match=None, grad=False):
         _run(tracejit, fn, inputs, grad)
     assert isinstance(je.value, te.type), (f"tracejit raised {je.type.__name__}: {je.value}; torch raised "
                                            f"{te.type.__name__}: {te.value}")
+    msg = str(je.value)
     if match is not None:
-        import re
-        assert re.search(match, str(je.value)), f"message {str(je.value)!r} does not match {match!r}"
+        assert re.search(match, msg), f"message {msg!r} does not match {match!r}"
+    else:   # no internal error passing for the expected one: the message must carry what torch's message says
+        assert not re.search(r"tracejit bug|NoneType|has no attribute|object is not|numba|Traceback", msg), msg
+        missing = set(re.findall(r"-?\d+", str(te.value))) - set(re.findall(r"-?\d+", msg))
+        assert not missing, f"tracejit's message {msg!r} lacks {sorted(missing)} of torch's {str(te.value)!r}"
     return je.value
 
 

@@ -124,7 +124,8 @@ class OpNode(Node):
             if ver.v != v:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: the output 0 of {self.name()} is at version {ver.v}; expected version {v} instead. "
+                    f"operation: [{data.dtype}{list(data.shape)}], which is output {i} of {self.name()}, is at version "
+                    f"{ver.v}; expected version {v} instead. "
                     f"Hint: clone() the result before modifying it in place.")
             t = object.__new__(Tensor)
             t._init(data)

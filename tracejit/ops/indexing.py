@@ -207,12 +207,17 @@ def setitem(x, index, value):
         # eager, no autograd: write straight into the buffer
         spec, tensors = _prepare(x, index)
         v = value._data if isinstance(value, Tensor) else value
+        where = _resolve(spec, [t._data for t in tensors])
         try:
-            x._data[_resolve(spec, [t._data for t in tensors])] = v
+            x._data[where] = v
         except ValueError as e:
-            raise RuntimeError(f"setitem: {e}") from None
-        x._version.v += 1
-        return
+            err = RuntimeError(f"setitem: {e}")
+        else:
+            x._version.v += 1
+            return
+        if isinstance(value, Tensor):    # a shape mismatch: PyTorch's message names both shapes
+            value.expand(x._data[where].shape)
+        raise err
     from .inplace import inplace
     inplace(x, lambda s: index_put(s, index, value), (value,))
 

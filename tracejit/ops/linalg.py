@@ -17,7 +17,7 @@ def _matmul_meta(a, b):
 
 
 def _matmul_np(a, b):
-    if a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
+    if a.dtype != b.dtype or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
     return np.matmul(a, b)
 
@@ -142,10 +142,11 @@ def _parse(eq, ndims):
         raise RuntimeError(f"einsum(): {len(terms)} operands in the equation but {len(ndims)} given")
     letters = sorted(set("".join(terms).replace(".", "")))
     free = [ch for ch in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in letters]
-    for t, n in zip(terms, ndims):
+    for i, (t, n) in enumerate(zip(terms, ndims)):
         if len(t.replace("...", "")) > n or ("..." not in t and len(t) != n):
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(t.replace('...', ''))}) "
-                               f"does not match the number of dimensions ({n}) for an operand")
+                               f"does not match the number of dimensions ({n}) for operand {i}"
+                               + ("" if "..." in t else " and no ellipsis was given"))
     # ellipsis dims are right-aligned across operands (they broadcast like ordinary dims)
     ks = [n - (len(t) - 3) for t, n in zip(terms, ndims) if "..." in t]
     ell = "".join(free[:max(ks)]) if ks else None

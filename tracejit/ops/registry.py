@@ -126,6 +126,10 @@ def _user_error(op, args, e):
     if isinstance(e, IndexError):
         return IndexError(f"{op.name}: {msg}")
     if "broadcast" in msg and len(shapes) >= 2:
+        try:                        # name the first pair of operands that does not broadcast
+            broadcast_shapes(*shapes)
+        except RuntimeError as b:
+            return b
         return RuntimeError(broadcast_error(shapes[0], shapes[1]))
     return RuntimeError(f"{op.name}: invalid arguments for input shapes {shapes}: {msg}")
 

@@ -2,6 +2,7 @@
 everything else (squeeze, transpose, stack, split, tile, ...) is composed from them and so gets its
 derivative, shape rule and code generation for free."""
 import builtins
+import math
 
 import numpy as np
 
@@ -230,8 +231,9 @@ def expand(input, *sizes):
         return apply(OPS["expand"], input, shape=sizes)
     n, lead = len(sizes), len(sizes) - len(have)
     if lead < 0:
-        raise RuntimeError(f"expand: the number of sizes provided ({n}) must be greater or equal to the number of "
-                           f"dimensions in the tensor ({len(have)})")
+        raise RuntimeError(f"expand({input.dtype.name}{{{list(have)}}}, size={list(sizes)}): the number of sizes "
+                           f"provided ({n}) must be greater or equal to the number of dimensions in the tensor "
+                           f"({len(have)})")
     shape = []
     for i, want in enumerate(sizes):
         s = have[i - lead] if i >= lead else 1
@@ -294,6 +296,9 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = norm_dim(dim, input.ndim)
     shape = tuple(input.shape)
+    if -1 not in sizes and math.prod(sizes) != shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({shape[d]}) in the input tensor")
     sizes = _infer_shape(tuple(sizes), shape[d])
     return reshape(input, shape[:d] + sizes + shape[d + 1:])
 
@@ -344,10 +349,10 @@ def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    for t_ in tensors[1:]:
+    for i, t_ in enumerate(tensors[1:], 1):
         if tuple(t_.shape) != tuple(tensors[0].shape):
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(tensors[0].shape)} at "
-                               f"entry 0 and {list(t_.shape)} at entry {tensors.index(t_)}")
+                               f"entry 0 and {list(t_.shape)} at entry {i}")
     d = norm_dim(dim, tensors[0].ndim + 1)
     return cat([unsqueeze(t_, d) for t_ in tensors], d)
 
