@@ -1,0 +1,336 @@
+"""Forward values of every registry op against an independent float64 reference, without torch.
+
+Each reference is written here from the op's definition: elementwise math through Python's `math` module one
+element at a time (not numpy's ufuncs, which most eager implementations call), reductions, shape and index ops
+by loops or by numpy spelled differently from the implementation. The coverage test makes a new op add its
+reference. (Derivatives are checked by gradcheck in test_gradcheck.py and at kinks in test_kinks.py; the traced
+face equals the eager one op by op in tests/tracing/test_ops_traced.py.)
+"""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.ops.registry import OPS
+
+_rng = np.random.default_rng(7)
+N = _rng.standard_normal((3, 4))                 # any value
+N2 = _rng.standard_normal((3, 4))
+ROW = _rng.standard_normal(4)
+P = _rng.uniform(0.3, 3.0, (3, 4))               # positive
+U = _rng.uniform(-0.95, 0.95, (3, 4))            # inside (-1, 1)
+PR = _rng.uniform(0.05, 0.95, (3, 4))            # probabilities
+I1 = _rng.integers(-50, 50, (3, 4))
+I2 = _rng.integers(1, 9, (3, 4)) * np.where(_rng.random((3, 4)) < 0.5, -1, 1)
+SPECIAL = np.array([0.0, -0.0, 1.5, -2.5, 0.5, -0.5, np.inf, -np.inf, np.nan])
+
+
+def V(f, otype=float):
+    """Apply a scalar function of Python floats elementwise (broadcasting the operands)."""
+    return lambda *xs: np.vectorize(f, otypes=[otype])(*xs)
+
+
+def _sigmoid(x):
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+def _round_half_even(x):
+    if not math.isfinite(x):
+        return x
+    return float(round(x))      # Python's round is half-to-even, like PyTorch's
+
+
+def _sign(x):
+    return math.nan if x != x else (1.0 if x > 0 else -1.0 if x < 0 else 0.0)
+
+
+def _pyrem(a, b):               # Python's % has the divisor's sign, as torch.remainder
+    return a - b * math.floor(a / b)
+
+
+def _softplus(x, beta=1.0, threshold=20.0):
+    return x if beta * x > threshold else math.log1p(math.exp(beta * x)) / beta
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + math.erf(x / math.sqrt(2)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _loops(shape):
+    return itertools.product(*[range(s) for s in shape])
+
+
+def _sum_axes(x, axes, keep=False):
+    axes = tuple(a % x.ndim for a in axes)
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    out = np.zeros(out_shape)
+    for idx in _loops(x.shape):
+        out[tuple(0 if i in axes else j for i, j in enumerate(idx))] += x[idx]
+    return out if keep else out.reshape([s for i, s in enumerate(x.shape) if i not in axes])
+
+
+def _softmax_rows(x):           # over the last dim, by Python loops
+    out = np.empty_like(x)
+    for idx in _loops(x.shape[:-1]):
+        row = [float(v) for v in x[idx]]
+        m = max(row)
+        e = [math.exp(v - m) for v in row]
+        s = math.fsum(e)
+        out[idx] = [v / s for v in e]
+    return out
+
+
+def _conv2d(x, w, b, stride, pad):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * pad, wd + 2 * pad))
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow))
+    for i, k, p, q in _loops((n, o, oh, ow)):
+        out[i, k, p, q] = b[k] + sum(xp[i, ch, p * stride + u, q * stride + v] * w[k, ch, u, v]
+                                     for ch in range(c) for u in range(kh) for v in range(kw))
+    return out
+
+
+def _pool(x, k, fn, pad=0, fill=0.0):
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + 2 * pad, w + 2 * pad), fill)
+    xp[:, :, pad:pad + h, pad:pad + w] = x
+    oh, ow = (h + 2 * pad - k) // k + 1, (w + 2 * pad - k) // k + 1
+    out = np.zeros((n, c, oh, ow))
+    for i, ch, p, q in _loops(out.shape):
+        out[i, ch, p, q] = fn(xp[i, ch, p * k:p * k + k, q * k:q * k + k])
+    return out
+
+
+def _adaptive(x, oh, ow):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, oh, ow))
+    for i, ch, p, q in _loops(out.shape):
+        r0, r1 = (p * h) // oh, -((-(p + 1) * h) // oh)
+        c0, c1 = (q * w) // ow, -((-(q + 1) * w) // ow)
+        out[i, ch, p, q] = x[i, ch, r0:r1, c0:c1].mean()
+    return out
+
+
+def _nll(logp, target, weight, ignore):
+    num = den = 0.0
+    for i, t in enumerate(target):
+        if t != ignore:
+            num -= weight[t] * logp[i, t]
+            den += weight[t]
+    return num / den
+
+
+_W = np.array([0.5, 1.5, 1.0, 2.0])
+_T = np.array([1, 0, 3, 2, 1])
+_IDX = np.array([[0, 3, 1, 1], [2, 2, 0, 1], [3, 0, 0, 2]])
+
+# name -> (tracejit function, inputs as numpy arrays, reference function of the same arrays in float64)
+UNARY_MATH = {
+    "abs": abs, "neg": lambda x: -x, "positive": lambda x: +x, "exp": math.exp, "exp2": lambda x: 2.0 ** x,
+    "expm1": math.expm1, "sin": math.sin, "cos": math.cos, "atan": math.atan, "sinh": math.sinh,
+    "cosh": math.cosh, "tanh": math.tanh, "sigmoid": _sigmoid, "relu": lambda x: max(x, 0.0), "erf": math.erf,
+    "sign": _sign, "floor": math.floor, "ceil": math.ceil, "trunc": math.trunc,
+    "frac": lambda x: x - math.trunc(x), "round": _round_half_even, "square": lambda x: x * x,
+    "silu": lambda x: x * _sigmoid(x), "gelu": _gelu, "softplus": _softplus,
+    "elu": lambda x: x if x > 0 else math.expm1(x), "leaky_relu": lambda x: x if x > 0 else 0.01 * x,
+}
+POSITIVE_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "log1p": math.log1p,
+                 "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "reciprocal": lambda x: 1 / x}
+UNIT_MATH = {"asin": math.asin, "acos": math.acos, "tan": math.tan}
+
+CASES = {}
+for _n, _f in UNARY_MATH.items():
+    CASES[_n] = (getattr(tj, _n, None) or getattr(F, _n), [N], V(_f))
+for _n, _f in POSITIVE_MATH.items():
+    CASES[_n] = (getattr(tj, _n), [P], V(_f))
+for _n, _f in UNIT_MATH.items():
+    CASES[_n] = (getattr(tj, _n), [U], V(_f))
+
+CASES.update({
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [N], V(_gelu_tanh)),
+    "softplus_beta": (lambda x: F.softplus(x * 10, beta=2.0, threshold=5.0), [N],
+                      V(lambda x: _softplus(x * 10, 2.0, 5.0))),
+    "clamp": (lambda x: x.clamp(-0.5, 0.25), [N], V(lambda x: min(max(x, -0.5), 0.25))),
+    "cast": (lambda x: (x * 1000).to(tj.int32), [N], V(lambda x: float(math.trunc(x * 1000)))),
+    "clone": (lambda x: x.clone(), [N], lambda x: x + 0.0),
+    "contiguous": (lambda x: x.t().contiguous(), [N], lambda x: np.array([[x[j, i] for j in range(3)]
+                                                                          for i in range(4)])),
+    "isnan": (tj.isnan, [SPECIAL], V(math.isnan, bool)),
+    "isinf": (tj.isinf, [SPECIAL], V(math.isinf, bool)),
+    "isfinite": (tj.isfinite, [SPECIAL], V(math.isfinite, bool)),
+    "signbit": (tj.signbit, [SPECIAL], V(lambda x: math.copysign(1.0, x) < 0, bool)),
+    "logical_not": (tj.logical_not, [SPECIAL], V(lambda x: not x, bool)),
+    "bitwise_not": (lambda i: ~i, [I1], V(lambda i: -i - 1, int)),
+    "bitwise_and": (lambda i, j: i & j, [I1, I2], V(lambda i, j: i & j, int)),
+    "bitwise_or": (lambda i, j: i | j, [I1, I2], V(lambda i, j: i | j, int)),
+    "bitwise_xor": (lambda i, j: i ^ j, [I1, I2], V(lambda i, j: i ^ j, int)),
+    "add": (lambda x, y: x + y, [N, ROW], V(lambda a, b: a + b)),
+    "sub": (lambda x, y: x - 2 * y, [N, ROW], V(lambda a, b: a - 2 * b)),
+    "mul": (lambda x, y: x * y, [N, ROW], V(lambda a, b: a * b)),
+    "div": (lambda x, y: x / y, [N, P], V(lambda a, b: a / b)),
+    "pow": (lambda x, y: x ** y, [P, N], V(lambda a, b: a ** b)),
+    "atan2": (tj.atan2, [N, N2], V(math.atan2)),
+    "maximum": (tj.maximum, [N, N2], V(max)),
+    "minimum": (tj.minimum, [N, N2], V(min)),
+    "fmax": (tj.fmax, [SPECIAL, SPECIAL[::-1].copy()], V(lambda a, b: b if a != a else a if b != b else max(a, b))),
+    "fmin": (tj.fmin, [SPECIAL, SPECIAL[::-1].copy()], V(lambda a, b: b if a != a else a if b != b else min(a, b))),
+    "remainder": (tj.remainder, [N * 5, P], V(_pyrem)),
+    "fmod": (tj.fmod, [N * 5, P], V(math.fmod)),
+    "floor_divide": (lambda a, b: a // b, [I1, I2], V(lambda a, b: a // b, int)),
+    "remainder_int": (tj.remainder, [I1, I2], V(lambda a, b: a % b, int)),
+    "eq": (lambda a, b: a == b, [I1 % 3, I2 % 3], V(lambda a, b: a == b, bool)),
+    "ne": (lambda a, b: a != b, [I1 % 3, I2 % 3], V(lambda a, b: a != b, bool)),
+    "lt": (lambda a, b: a < b, [N, N2], V(lambda a, b: a < b, bool)),
+    "le": (lambda a, b: a <= b, [I1 % 3, I2 % 3], V(lambda a, b: a <= b, bool)),
+    "gt": (lambda a, b: a > b, [N, N2], V(lambda a, b: a > b, bool)),
+    "ge": (lambda a, b: a >= b, [I1 % 3, I2 % 3], V(lambda a, b: a >= b, bool)),
+    "logical_and": (tj.logical_and, [I1 % 2, I2 % 3], V(lambda a, b: bool(a) and bool(b), bool)),
+    "logical_or": (tj.logical_or, [I1 % 2, I2 % 3], V(lambda a, b: bool(a) or bool(b), bool)),
+    "logical_xor": (tj.logical_xor, [I1 % 2, I2 % 3], V(lambda a, b: bool(a) != bool(b), bool)),
+    "where": (lambda x, y: tj.where(x > 0, x, y), [N, N2], V(lambda a, b: a if a > 0 else b)),
+    "lerp": (lambda x, y, w: tj.lerp(x, y, w), [N, N2, PR], V(lambda a, b, w: a + w * (b - a))),
+    "binary_cross_entropy": (lambda x, t: F.binary_cross_entropy(x, t, reduction="none"), [PR, PR[::-1].copy()],
+                             V(lambda x, t: -(t * math.log(x) + (1 - t) * math.log(1 - x)))),
+    # reductions
+    "sum": (lambda x: x.sum((0, 2)), [N.reshape(3, 2, 2)], lambda x: _sum_axes(x, (0, 2))),
+    "mean": (lambda x: x.mean(1, keepdim=True), [N], lambda x: _sum_axes(x, (1,), True) / 4),
+    "prod": (lambda x: x.prod(0), [N], lambda x: np.array([math.prod(x[:, j]) for j in range(4)])),
+    "amax": (lambda x: x.amax(1), [N], lambda x: np.array([max(r) for r in x])),
+    "amin": (lambda x: x.amin(0), [N], lambda x: np.array([min(c) for c in x.T])),
+    "max_dim": (lambda x: x.max(1).values, [N], lambda x: np.array([max(r) for r in x])),
+    "max_dim_indices": (lambda x: x.max(1).indices, [N], lambda x: np.array([list(r).index(max(r)) for r in x])),
+    "min_dim": (lambda x: x.min(0).indices, [N], lambda x: np.array([list(c).index(min(c)) for c in x.T])),
+    "argmax": (lambda x: x.argmax(1), [N], lambda x: np.array([list(r).index(max(r)) for r in x])),
+    "argmin": (lambda x: x.argmin(), [N], lambda x: np.array(list(x.ravel()).index(min(x.ravel())))),
+    "all": (lambda x: (x > -1).all(1), [N], lambda x: np.array([all(v > -1 for v in r) for r in x])),
+    "any": (lambda x: (x > 1).any(0), [N], lambda x: np.array([any(v > 1 for v in c) for c in x.T])),
+    "var": (lambda x: x.var(1), [N], lambda x: np.array([sum((v - sum(r) / 4) ** 2 for v in r) / 3 for r in x])),
+    "var_correction0": (lambda x: x.var(correction=0), [N],
+                        lambda x: np.array(sum((v - x.sum() / 12) ** 2 for v in x.ravel()) / 12)),
+    "std": (lambda x: x.std(0), [N],
+            lambda x: np.array([math.sqrt(sum((v - sum(c) / 3) ** 2 for v in c) / 2) for c in x.T])),
+    "logsumexp": (lambda x: x.logsumexp(1), [N * 30], lambda x: np.array([
+        max(r) + math.log(math.fsum(math.exp(v - max(r)) for v in r)) for r in x])),
+    "vector_norm": (lambda x: x.norm(3, dim=1), [N],
+                    lambda x: np.array([math.fsum(abs(v) ** 3 for v in r) ** (1 / 3) for r in x])),
+    "vector_norm_inf": (lambda x: x.norm(float("inf")), [N], lambda x: np.array(max(abs(v) for v in x.ravel()))),
+    "softmax": (lambda x: x.softmax(-1), [N * 10], _softmax_rows),
+    "log_softmax": (lambda x: x.log_softmax(0), [N * 10], lambda x: np.log(_softmax_rows(x.T)).T),
+    "cumsum": (lambda x: x.cumsum(1), [N], lambda x: np.array([[math.fsum(r[:j + 1]) for j in range(4)]
+                                                               for r in x])),
+    "cumprod": (lambda x: x.cumprod(0), [N], lambda x: np.array([[math.prod(x[:i + 1, j]) for j in range(4)]
+                                                                 for i in range(3)])),
+    "sort": (lambda x: x.sort(1, descending=True).values, [N], lambda x: np.array([sorted(r)[::-1] for r in x])),
+    "topk": (lambda x: x.topk(2, dim=1).values, [N], lambda x: np.array([sorted(r)[::-1][:2] for r in x])),
+    # shape ops
+    "reshape": (lambda x: x.t().reshape(2, 6), [N], lambda x: np.array(
+        [[x.T.ravel().tolist()[6 * i + j] for j in range(6)] for i in range(2)])),
+    "view": (lambda x: x.view(4, 3), [N], lambda x: np.array([x.ravel()[3 * i:3 * i + 3] for i in range(4)])),
+    "permute": (lambda x: x.permute(2, 0, 1), [N.reshape(3, 2, 2)], lambda x: np.array(
+        [[[x[i, j, k] for j in range(2)] for i in range(3)] for k in range(2)])),
+    "expand": (lambda x: x.expand(2, 3, 4), [ROW.reshape(1, 4)], lambda x: np.array([[x[0]] * 3] * 2)),
+    "cat": (lambda x, y: tj.cat([x, y], 0), [N, N2], lambda x, y: np.array(list(x) + list(y))),
+    "stack": (lambda x, y: tj.stack([x, y], 1), [N, N2], lambda x, y: np.array([[x[i], y[i]] for i in range(3)])),
+    "flip": (lambda x: x.flip((0, 1)), [N], lambda x: np.array([list(r)[::-1] for r in x][::-1])),
+    "roll": (lambda x: x.roll(1, 1), [N], lambda x: np.array([[r[(j - 1) % 4] for j in range(4)] for r in x])),
+    "tril": (lambda x: x.tril(-1), [N], lambda x: np.array([[x[i, j] if j <= i - 1 else 0 for j in range(4)]
+                                                           for i in range(3)])),
+    "triu": (lambda x: x.triu(1), [N], lambda x: np.array([[x[i, j] if j >= i + 1 else 0 for j in range(4)]
+                                                          for i in range(3)])),
+    "slice": (lambda x: x[1:, ::2], [N], lambda x: np.array([[x[i, j] for j in (0, 2)] for i in (1, 2)])),
+    # indexing
+    "index": (lambda x: x[tj.tensor([2, 0, 2])], [N], lambda x: np.array([x[2], x[0], x[2]])),
+    "index_mask": (lambda x: x[x > 0], [N], lambda x: np.array([v for v in x.ravel() if v > 0])),
+    "index_put": (lambda x, v: x.index_put((tj.tensor([0, 2, 0]),), v, accumulate=True), [N, ROW],
+                  lambda x, v: np.array([x[0] + 2 * v, x[1], x[2] + v])),
+    "gather": (lambda x: x.gather(1, tj.tensor(_IDX)), [N],
+               lambda x: np.array([[x[i, _IDX[i, j]] for j in range(4)] for i in range(3)])),
+    "scatter_add": (lambda x, s: x.scatter_add(1, tj.tensor(_IDX), s), [N, N2], lambda x, s: _scatter_add_ref(x, s)),
+    # linear algebra
+    "matmul": (lambda a, b: a @ b, [N.reshape(3, 2, 2), N2.reshape(2, 6)[:, :3].copy()],
+               lambda a, b: np.array([[[math.fsum(a[k, i, m] * b[m, j] for m in range(2)) for j in range(3)]
+                                       for i in range(2)] for k in range(3)])),
+    "einsum": (lambda a, b: tj.einsum("ij,kj->ik", a, b), [N, N2],
+               lambda a, b: np.array([[math.fsum(a[i] * b[k]) for k in range(3)] for i in range(3)])),
+    # nn
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [
+        _rng.standard_normal((2, 2, 5, 5)), _rng.standard_normal((3, 2, 3, 3)), _rng.standard_normal(3)],
+        lambda x, w, b: _conv2d(x, w, b, 2, 1)),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 2), [_rng.standard_normal((1, 2, 4, 6))], lambda x: _pool(x, 2, np.max)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [_rng.standard_normal((1, 2, 4, 4))],
+                   lambda x: _pool(x, 2, lambda b: b.sum() / 4, pad=1)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [_rng.standard_normal((1, 2, 5, 4))],
+                            lambda x: _adaptive(x, 2, 3)),
+    "nll_loss": (lambda x: F.nll_loss(x, tj.tensor(_T), weight=tj.tensor(_W), ignore_index=2),
+                 [_rng.standard_normal((5, 4))], lambda x: np.array(_nll(x, _T, _W, 2))),
+    "cross_entropy": (lambda x: F.cross_entropy(x, tj.tensor(_T)), [_rng.standard_normal((5, 4))],
+                      lambda x: np.array(_nll(np.log(_softmax_rows(x)), _T, np.ones(4), -100))),
+})
+
+
+def _scatter_add_ref(x, s):
+    out = x.copy()
+    for i, j in _loops(_IDX.shape):
+        out[i, _IDX[i, j]] += s[i, j]
+    return out
+
+
+# ops whose forward value is covered by a case under another name
+COVERED_BY = {
+    "add": "add", "contiguous": "contiguous", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
+    # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
+    "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
+    "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
+    # random ops: no value to compare; their distributions are checked by test_random_ops below
+    "rand": None, "randn": None, "randint": None, "bernoulli": None,
+}
+
+
+def test_every_op_has_a_reference():
+    missing = set(OPS) - set(CASES) - set(COVERED_BY)
+    assert not missing, f"add a reference value case for: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_value_matches_reference(name):
+    fn, inputs, ref = CASES[name]
+    got = fn(*[tj.tensor(a) for a in inputs]).numpy()
+    want = np.asarray(ref(*[np.asarray(a) for a in inputs]))
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype == bool or got.dtype == bool:
+        assert got.dtype == bool and np.array_equal(got, want.astype(bool))
+    elif want.dtype.kind in "iu" or (inputs and all(np.asarray(a).dtype.kind in "iu" for a in inputs)):
+        assert got.dtype.kind in "iu" and np.array_equal(got, want), (got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "sigmoid", "erf", "gelu", "log", "softmax", "logsumexp"])
+def test_float32_within_float32_rounding(name):
+    fn, inputs, ref = CASES[name]
+    got = fn(*[tj.tensor(np.asarray(a, np.float32)) for a in inputs])
+    assert got.dtype == tj.float32
+    want = ref(*[np.asarray(a, np.float32).astype(np.float64) for a in inputs])
+    np.testing.assert_allclose(got.numpy(), want, rtol=4e-7 * 8, atol=1e-7)
+
+
+def test_random_ops():
+    tj.manual_seed(0)
+    u = tj.rand(20000).numpy()
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.01 and abs(u.var() - 1 / 12) < 0.005
+    z = tj.randn(20000, dtype=tj.float64).numpy()
+    assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03
+    k = tj.randint(3, 7, (20000,)).numpy()
+    assert set(np.unique(k)) == {3, 4, 5, 6} and k.dtype == np.int64
+    b = tj.bernoulli(tj.full((20000,), 0.3)).numpy()
+    assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.015
