@@ -465,7 +465,7 @@ def test_generated_module_with_disk_cache(tmp_path):
     for _ in range(2):
         proc = subprocess.run([sys.executable, str(driver), str(path),
                                modname], env=env, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
         m = re.search(r"HITS (\d+) MISSES (\d+)", proc.stdout)
         results.append((int(m.group(1)), int(m.group(2))))
