@@ -68,12 +68,12 @@ def test_a_failed_helper_costs_only_time(monkeypatch):
 
 
 def test_a_hung_helper_is_killed(monkeypatch):
-    monkeypatch.setattr(workers, "_helper", lambda sigs: time.sleep(120))
+    monkeypatch.setattr(workers, "_helper", lambda sigs: time.sleep(900))
     monkeypatch.setattr(workers, "_GRACE_S", 0.5)
     s0 = stats()
     t = time.monotonic()
     got = run(tj.trace(f))
-    assert time.monotonic() - t < 60
+    assert time.monotonic() - t < 450     # far below the helper's 900 s: it was killed, not waited for
     assert (stats() - s0)[2] == 1
     check(got, run(f))
 
