@@ -182,8 +182,8 @@ class Tensor:
         return False
 
     def stride(self, dim=None):
-        self._concrete("stride()")
-        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        from .tracing.layout import strides_of
+        st = strides_of(self)       # a tracer's: the strides eager mode would give it
         if dim is None:
             return st
         from .ops.registry import norm_dim
@@ -202,7 +202,11 @@ class Tensor:
 
     def is_contiguous(self, memory_format=None):
         if self._data is None:
-            return True
+            lay = self.__dict__.get("_layout")
+            if lay is None:
+                return True
+            from .tracing.layout import is_contiguous
+            return is_contiguous(self._value.shape, lay)
         return self._data.flags.c_contiguous
 
     def _is_view(self):
@@ -298,6 +302,8 @@ class Tensor:
         t._value = self._value
         t._version = self._version
         t._base = self._base
+        if self._data is None and "_layout" in self.__dict__:
+            t.__dict__["_layout"] = self.__dict__["_layout"]
         return t
 
     def detach_(self):

@@ -31,14 +31,10 @@ def inplace(self, compute, args=()):
     tracing = STATE.tracer is not None
     if tracing:
         STATE.tracer.ensure_tracer(self)
-    if (need or tracing) and self._base is not None:
-        if tracing:
-            from ..tracing.errors import trace_error
-            raise trace_error("an in-place update of a view (slice) of a tensor inside a traced function",
-                              "update the whole tensor (e.g. with torch.where or index_put) instead of a view")
-        if self._base._requires_grad and self._base.grad_fn is None:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
-                               "operation.")
+        STATE.tracer.sync(self)
+    if need and self._base is not None and self._base._requires_grad and self._base.grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
     src = _snapshot(self) if (need or tracing) else self
     res = compute(src)
     if not isinstance(res, Tensor):
@@ -62,7 +58,7 @@ def inplace(self, compute, args=()):
     if tracing:
         if rd is not sd:
             res = res.to(sd)
-        STATE.tracer.rebind(self, res)
+        STATE.tracer.write(self, res)      # a view's update also lands in its base
     else:
         try:
             d, r = self._data, res._data
@@ -74,11 +70,13 @@ def inplace(self, compute, args=()):
             raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
                                "between elements); clone() it before writing") from None
     self._version.v += 1
+    if "_vver" in self.__dict__:        # a view updated itself: its history is the update's, not stale
+        self.__dict__["_vver"] = self._version.v
     if need:
         self.grad_fn = res.grad_fn
         self._output_nr = res._output_nr
         self._requires_grad = res._requires_grad
-        if self._base is not None:
+        if self._base is not None and not tracing:
             _copy_slices(self, res)
     return self
 

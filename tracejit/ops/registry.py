@@ -107,15 +107,45 @@ def apply(op, *args, **attrs):
             for o in outs:
                 o._version = base._version
                 o._base = base if base._base is None else base._base
+            if base._requires_grad and state.grad_enabled:
+                _note_view(op, base, outs[0], attrs)
     if state.grad_enabled and op.vjp is not None:
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:
+                for b in args:
+                    if isinstance(b, Tensor) and b._base is not None and b._data is not None:
+                        _fresh_view(b)
                 record(op, args, outs, attrs)
                 break
     return outs[0] if op.nout == 1 else outs
 
 
 _wrap = Tensor._wrap
+
+
+# Eager views of tensors that require grad remember how they were made from their base (the chain of view
+# ops) and the version they were made at. When the base, or another view of it, is updated in place later,
+# a view read by an op gets its autograd history again from the base's new one (PyTorch regenerates a view's
+# grad_fn the same way), so the gradient flows through the update. (Tracers: TraceContext.sync.)
+def _note_view(op, src, out, attrs):
+    sd = src.__dict__
+    if src._base is not None and "_vchain" not in sd:
+        return
+    d = out.__dict__
+    d["_vchain"] = (sd["_vchain"] if src._base is not None else ()) + ((op, attrs),)
+    d["_vver"] = src._version.v
+
+
+def _fresh_view(t):
+    d = t.__dict__
+    ver = d.get("_vver")
+    if ver is None or ver == t._version.v:
+        return
+    v = t._base
+    for op, attrs in d["_vchain"]:
+        v = apply(op, v, **attrs)
+    t.grad_fn, t._output_nr, t._requires_grad = v.grad_fn, v._output_nr, v._requires_grad
+    d["_vver"] = t._version.v
 
 
 def _user_error(op, args, e):

@@ -37,13 +37,31 @@ def _numel(shape):
 
 
 def _view_np(x, shape):
+    """The aliasing reshape. Whether a view is legal is decided by `view()` from the strides eager mode has (a
+    real array's, or a tracer's modelled ones: tracing/layout.py); a node of a compiled program computes the
+    values, by a copy where the backend's array is laid out otherwise (its `contiguous` was elided, say)."""
     out = x.view()
     try:
         out.shape = shape
     except AttributeError:
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
-                           "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+        return x.reshape(shape)
     return out
+
+
+def _view_error():
+    return RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                        "spans across two contiguous subspaces). Use .reshape(...) instead.")
+
+
+def _viewable_t(t, shape):
+    """Would eager mode's `t.view(shape)` succeed (real tensor: its array; tracer: its modelled strides)?"""
+    if t._data is not None:
+        return _viewable(t._data, shape)
+    lay = t.__dict__.get("_layout")
+    if lay is None:
+        return True
+    from ..tracing.layout import view_strides
+    return view_strides(t._value.shape, lay, shape) is not None
 
 
 def _reshape_np(x, shape):
@@ -105,6 +123,7 @@ defop("clone", lambda x: x.copy(), lambda x: AVal(x.shape, x.dtype), lambda c, g
       expr="{0}", saves="")
 defop("contiguous", np.ascontiguousarray, lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
       expr="{0}", saves="", grad_name="CloneBackward0")
+OPS["clone"].makes_contiguous = OPS["contiguous"].makes_contiguous = True     # numpy copies to row-major
 
 
 def _cat_np(*xs, dim):
@@ -177,7 +196,7 @@ def reshape(input, *shape):
     shape = _infer_shape(_shape_arg(shape), input.numel())
     if shape == tuple(input.shape):
         return input if input._data is None else apply(OPS["view"], input, shape=shape)
-    if input._data is not None and _viewable(input._data, shape):  # like PyTorch: a view when it can be
+    if _viewable_t(input, shape):  # like PyTorch: a view when it can be (also while tracing: the same aliasing)
         return apply(OPS["view"], input, shape=shape)
     return apply(OPS["reshape"], input, shape=shape)
 
@@ -187,6 +206,8 @@ def view(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], dtype):
         raise NotImplementedError("view(dtype) reinterpretation is not supported by tracejit")
     shape = _infer_shape(_shape_arg(shape), input.numel())
+    if not _viewable_t(input, shape):
+        raise _view_error()
     return apply(OPS["view"], input, shape=shape)
 
 
@@ -321,7 +342,7 @@ moveaxis = movedim
 
 
 def contiguous(input):
-    if input._data is not None and input._data.flags.c_contiguous:
+    if input.is_contiguous():       # a tracer's modelled strides, as eagerly: a no-op on a row-major tensor
         return input
     return apply(OPS["contiguous"], input)
 

@@ -43,6 +43,8 @@ def _flatten(obj, leaves, static=False):
             obj._concrete("a tensor argument of a traced function")
         if type(d) is not np.ndarray and not isinstance(d, np.ndarray):     # a device array: its device keys too
             return ("T", d.shape, d.dtype, obj._requires_grad, str(d.device))
+        if d.ndim > 1 and not d.flags.c_contiguous:   # strided: its strides decide what view() allows
+            return ("T", d.shape, d.dtype, obj._requires_grad, d.strides)
         return ("T", d.shape, d.dtype, obj._requires_grad)       # (the fast path in __call__ builds the same)
     if isinstance(obj, Tensor):
         obj._concrete("a static tensor argument")
@@ -251,10 +253,10 @@ class TracedFunction:
             # the common call: positional tensors on the CPU. Builds the key _signature would build.
             key = [STATE.grad_enabled]
             for a in args:
-                if type(a) is not Tensor or type(a._data) is not np.ndarray:
+                d = a._data
+                if type(a) is not Tensor or type(d) is not np.ndarray or not d.flags.c_contiguous:
                     key, leaves = self._signature(args, kwargs)
                     break
-                d = a._data
                 key.append(("T", d.shape, d.dtype, a._requires_grad))
             else:
                 key = tuple(key)

@@ -14,6 +14,7 @@ from .._state import STATE, SERIAL
 from .._tensor import Tensor
 from ..ir.graph import Graph, Value
 from .errors import TraceError
+from .layout import is_contiguous, result_layout, strides_of, view_op_strides
 
 
 class Slot:
@@ -65,6 +66,9 @@ class TraceContext:
         self.swapped.append((t, _lift_class(t)))
         v = self.graph.add_input(t._data.shape, t.dtype, name)
         self.slots.append(Slot(t, kind, name))
+        t.__dict__.pop("_layout", None)
+        if t._data.ndim and not t._data.flags.c_contiguous:     # eager strides, for view checks and stride()
+            t.__dict__["_layout"] = strides_of(t)
         t._data = None
         t._value = v
         t.grad_fn = None         # inside the graph every input is a leaf; the call site links real edges
@@ -102,6 +106,8 @@ class TraceContext:
     def value_of(self, a):
         if isinstance(a, Tensor):
             if a._data is None:
+                if a._base is not None:
+                    self.sync(a)
                 v = a._value
                 if v.graph is not self.graph:
                     raise TraceError(
@@ -127,7 +133,68 @@ class TraceContext:
             raise TraceError(f"op {op.name} has no shape rule and cannot be traced")
         avals = op.meta(*vals, **attrs)
         outs = self.graph.add_node(op, vals, attrs, avals)
-        return tuple(self.tracer(v) for v in outs)
+        ts = tuple(self.tracer(v) for v in outs)
+        if op.view:
+            self._note_view(op, args[0], ts[0], attrs)
+        else:
+            lay = result_layout(op, args, outs[0].shape) if outs and outs[0].shape else None
+            if lay is not None:
+                ts[0].__dict__["_layout"] = lay
+        return ts
+
+    # ------------------------------------------------------------------ views and their in-place updates
+    # A view made while tracing remembers its base (the tensor at the root of its chain of views), the chain
+    # of view ops from the base, and the base's generation when its value was last derived. An in-place
+    # update of a view writes the new elements into the base (a new base value); an in-place update of any
+    # tensor bumps its generation, and a view whose base moved on is derived again from the base when read:
+    # PyTorch's functionalization, so traced programs see the aliasing eager mode has.
+    def _note_view(self, op, src, t, attrs):
+        st = view_op_strides(op, src.shape, strides_of(src), attrs)
+        if not is_contiguous(t._value.shape, st):
+            t.__dict__["_layout"] = tuple(st)
+        base = src._base if src._base is not None else src
+        chain = src.__dict__.get("_vchain", ()) if src._base is not None else ()
+        t._base = base
+        t._version = src._version
+        d = t.__dict__
+        d["_vchain"] = chain + ((op, attrs, tuple(src.shape)),)
+        d["_vgen"] = base.__dict__.get("_vgen", 0)
+
+    def sync(self, t):
+        """Derive view `t` again from its base if the base was updated in place since."""
+        d = t.__dict__
+        chain = d.get("_vchain")
+        if chain is None:
+            return
+        base = t._base
+        gen = base.__dict__.get("_vgen", 0)
+        if d["_vgen"] == gen:
+            return
+        from ..ops.registry import apply
+        v = base
+        for op, attrs, _ in chain:
+            v = apply(op, v, **attrs)
+        t._value, t.grad_fn, t._output_nr, t._requires_grad = v._value, v.grad_fn, v._output_nr, v._requires_grad
+        d["_vgen"] = gen
+
+    def write(self, t, res):
+        """In-place update: tensor `t` now holds `res`; if `t` is a view, so do its elements in its base."""
+        d = t.__dict__
+        chain = d.get("_vchain") if t._base is not None else None
+        if chain is not None:
+            base = t._base
+            self.ensure_tracer(base)
+            self.sync(base)
+            nb = _scatter_into(base, chain, res)
+            self.rebind(base, nb)
+            if nb._requires_grad and STATE.grad_enabled:      # the base's autograd identity moves on too
+                base.grad_fn, base._output_nr, base._requires_grad = nb.grad_fn, nb._output_nr, nb._requires_grad
+            bd = base.__dict__
+            bd["_vgen"] = bd.get("_vgen", 0) + 1
+            d["_vgen"] = bd["_vgen"]
+        else:
+            d["_vgen"] = d.get("_vgen", 0) + 1
+        self.rebind(t, res)
 
     def tracer(self, v):
         t = object.__new__(Tensor)
@@ -226,3 +293,27 @@ def _unlift(t, cls):
         Tensor.__dict__[name].__set__(t, real[name])
     t.__class__ = cls
     del t.__dict__["_tj_real"]
+
+def _scatter_into(base, chain, res):
+    """The value of `base` after the elements its view (`chain` of view ops) shows are replaced by `res`."""
+    from .. import ops as _ops  # noqa: F401  (public ops are attached to Tensor)
+    from ..ops.registry import OPS, apply
+    from ..ops.shape_ops import permute, reshape
+    if all(op.name in ("view", "permute") for op, _, _ in chain):      # a bijection: undo it
+        v = res
+        for op, attrs, shape in reversed(chain):
+            v = reshape(v, shape) if op.name == "view" else permute(v, tuple(np.argsort(attrs["dims"])))
+        return v
+    if len(chain) == 1 and chain[0][0].name == "slice":      # basic indexing: write the slice
+        return apply(OPS["index_put"], base, res, spec=chain[0][1]["spec"], accumulate=False)
+    if any(op.name == "expand" for op, _, _ in chain):
+        raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
+                           "between elements); clone() it before writing")
+    pos = np.arange(int(np.prod(base.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(base.shape))
+    for op, attrs, _ in chain:                  # where each element of the view lives in the base
+        pos = op.impl(pos, **attrs)
+    from ..creation import tensor
+    from ..ops.indexing import _T
+    flat = apply(OPS["index_put"], reshape(base, (-1,)), reshape(res, (-1,)),
+                 tensor(np.ascontiguousarray(pos).reshape(-1)), spec=(_T(0),), accumulate=False)
+    return reshape(flat, tuple(base.shape))

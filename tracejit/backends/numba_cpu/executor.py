@@ -248,13 +248,21 @@ def _donations(graph, donate):
     the kernel each element of the input is then read before the same element is written (checked by the
     caller: an elementwise loop, the input read at the output's index, not a row kernel's passes); a gemm_acc
     node adds its product into its P input (BLAS reads C where it writes it)."""
+    # a view op's result may alias its input's array: reading it reads the input, returning it returns the input
+    root = {}
+    for n in graph.nodes:
+        if n.op.view and isinstance(n.inputs[0], Value):
+            root[id(n.outputs[0])] = root.get(id(n.inputs[0]), id(n.inputs[0]))
     last_use = {}
     for k, n in enumerate(graph.nodes):
         for i in n.inputs:
             if isinstance(i, Value):
                 last_use[id(i)] = k
+                if id(i) in root:
+                    last_use[root[id(i)]] = k
     where = {id(n): k for k, n in enumerate(graph.nodes)}
     out_ids = [id(v) for v in graph.outputs if isinstance(v, Value)]
+    out_ids += [root[i] for i in out_ids if i in root]
     res = {}
     for j, i in donate.items():
         v, u = graph.outputs[j], graph.inputs[i]
