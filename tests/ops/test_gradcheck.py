@@ -118,6 +118,9 @@ CASES = {
     "sort": (lambda x: x.sort(1).values * tj.arange(3.0) + x.sort(0, descending=True).values, [N(2, 3)]),
     "topk": (lambda x: x.topk(2, dim=1).values * tj.arange(2.0), [N(2, 3)]),
     "softmax": (lambda x: x.softmax(1) * tj.arange(3.0), [N(2, 3)]),
+    "scaled_dot_product_attention": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                                     + F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.7),
+                                     [N(2, 3, 2), N(2, 4, 2), N(2, 4, 3), N(3, 4)]),
     "log_softmax": (lambda x: x.log_softmax(0) * tj.arange(3.0), [N(2, 3)]),
     "reshape": (lambda x: x.t().reshape(-1) * tj.arange(6.0), [N(2, 3)]),
     "view": (lambda x: x.view(3, 2) * tj.arange(2.0), [N(2, 3)]),
@@ -213,7 +216,8 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
-            "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss"]
+            "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss",
+            "scaled_dot_product_attention"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs

@@ -82,6 +82,9 @@ CASES = {
                              [N(3, 4), N(3, 4)]),
     "conv2d": (lambda x, w: F.conv2d(x, w, padding=1), [N(1, 2, 5, 5), N(3, 2, 3, 3)]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
+    "scaled_dot_product_attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                                     + F.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(3, 3).triu() > 0),
+                                     [N(2, 3, 4), N(2, 3, 4), N(2, 3, 2)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "nll_loss": (lambda x: F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 0, 3, 3]), ignore_index=0,
@@ -89,7 +92,7 @@ CASES = {
 }
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
-                   "adaptive_avg_pool2d_backward", "nll_loss_coef"}
+                   "adaptive_avg_pool2d_backward", "nll_loss_coef", "sdpa_backward"}
 RANDOM = {"rand", "randn", "randint", "bernoulli"}
 
 

@@ -2,6 +2,7 @@
 from .. import _dtype as D
 from ..ops import elementwise as E, reduction as R, shape_ops as S, indexing as I, linalg as L
 from ..ops.nn_ops import log_softmax, softmax
+from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ..ops.elementwise import elu, gelu, leaky_relu, relu, sigmoid, silu, softplus, tanh, hardtanh, relu6, \
     hardsigmoid, hardswish, mish, logit, threshold  # noqa: F401
 

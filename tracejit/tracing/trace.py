@@ -253,10 +253,10 @@ class TracedFunction:
             # the common call: positional tensors on the CPU. Builds the key _signature would build.
             key = [STATE.grad_enabled]
             for a in args:
-                d = a._data
-                if type(a) is not Tensor or type(d) is not np.ndarray or not d.flags.c_contiguous:
+                if type(a) is not Tensor or type(a._data) is not np.ndarray or not a._data.flags.c_contiguous:
                     key, leaves = self._signature(args, kwargs)
                     break
+                d = a._data
                 key.append(("T", d.shape, d.dtype, a._requires_grad))
             else:
                 key = tuple(key)
