@@ -19,6 +19,10 @@ def _matmul_meta(a, b):
 def _matmul_np(a, b):
     if a.dtype != b.dtype or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
+    if b.ndim == 2 and a.ndim > 2:
+        # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
+        # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
     return np.matmul(a, b)
 
 
@@ -30,7 +34,16 @@ def _mT(x):
 def _matmul_vjp(c, g):
     a, b = c.inputs
     ga = apply(OPS["matmul"], g, _mT(b)) if c.next_functions[0] is not None else None
-    gb = apply(OPS["matmul"], _mT(a), g) if c.next_functions[1] is not None else None
+    gb = None
+    if c.next_functions[1] is not None:
+        if len(c.shapes[1]) == 2 and len(c.shapes[0]) > 2:
+            # the weight's gradient of a batched Linear: one a^T @ g over all rows, not a product per batch
+            # element summed afterwards ([batch, K, N] in memory)
+            from .shape_ops import reshape
+            K, N = c.shapes[1]
+            gb = apply(OPS["matmul"], _mT(reshape(a, (-1, K))), reshape(g, (-1, N)))
+        else:
+            gb = apply(OPS["matmul"], _mT(a), g)
     return ga, gb  # the engine sums broadcast batch dims back
 
 

@@ -45,6 +45,8 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         loss = self._closure(closure)
+        if self._fused_eager():
+            return loss
         with no_grad():
             for group in self.param_groups:
                 beta1, beta2 = group["betas"]
@@ -76,6 +78,46 @@ class Adam(Optimizer):
                     # p += -step_size * exp_avg / denom  (addcdiv's order of operations)
                     p.add_((-step_size).to(p.dtype) * exp_avg / denom)
         return loss
+
+
+    def _fused_eager(self):
+        """Eagerly, on CPU arrays: each parameter's update in one kernel (kernels/cpu/optim.py). Traced, the
+        ops below are fused by the compiler instead; amsgrad and differentiable steps take the ops too."""
+        from .._state import STATE
+        if STATE.tracer is not None:
+            return False
+        todo = []
+        for group in self.param_groups:
+            if group["amsgrad"] or group["differentiable"]:
+                return False
+            for p in group["params"]:
+                g = p._grad
+                if g is None:
+                    continue
+                if not (_plain(p._data) and _plain(g._data) and g._data.dtype == p._data.dtype) or g._requires_grad:
+                    return False
+                todo.append((group, p, g))
+        from kernels.cpu.optim import adam_update
+        for group, p, g in todo:
+            beta1, beta2 = group["betas"]
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            state = self._init_state(p, False)
+            m, v, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
+            step_t._data += 1
+            step_t._version.v += 1
+            step = float(step_t._data)
+            decoupled = group.get("decoupled_weight_decay", False)
+            adam_update(p._data.reshape(-1), g._data.reshape(-1), m._data.reshape(-1), v._data.reshape(-1),
+                        -(lr / (1 - beta1 ** step)), (1 - beta2 ** step) ** 0.5, eps, 1 - beta1, beta2, 1 - beta2,
+                        1 - lr * wd if decoupled else 1.0, 0.0 if decoupled else float(wd), bool(group["maximize"]))
+            for t in (p, m, v):
+                t._version.v += 1
+        return True
+
+
+def _plain(a):
+    import numpy as np
+    return type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable and a.dtype.kind == "f"
 
 
 class AdamW(Adam):

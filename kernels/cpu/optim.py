@@ -1,0 +1,25 @@
+"""Optimizer updates as one loop per parameter (PyTorch's `fused` idea): eager Adam/AdamW read and write each
+element of the parameter, its gradient and the two moment buffers once, instead of a dozen numpy passes with a
+temporary array each. The arithmetic is the op sequence of tracejit.optim.Adam.step, in the parameter's dtype,
+in the same order (so eager and traced steps agree to rounding)."""
+import math
+
+import numba
+
+
+@numba.njit(cache=True, nogil=True)
+def adam_update(p, g, m, v, neg_step_size, bc2_sqrt, eps, one_minus_beta1, beta2, one_minus_beta2, decay_mul,
+                l2, maximize):
+    """p, g, m, v: flat arrays of one dtype. decay_mul: AdamW's 1 - lr * wd (1: none); l2: Adam's weight decay
+    added to the gradient (0: none)."""
+    for i in range(p.size):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if l2 != 0:
+            gi = gi + l2 * pi
+        pi = pi * decay_mul
+        mi = m[i] + one_minus_beta1 * (gi - m[i])
+        vi = v[i] * beta2 + one_minus_beta2 * gi * gi
+        m[i] = mi
+        v[i] = vi
+        p[i] = pi + neg_step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
