@@ -285,12 +285,30 @@ def _scatter_add_ref(x, s):
     return out
 
 
+def _sdpa_ref(q, k, v):
+    """Causal attention with scale 0.7 by loops: query l sees keys j <= l."""
+    out = np.zeros(q.shape[:-1] + (v.shape[-1],))
+    for b, l in _loops(q.shape[:-1]):
+        s = [0.7 * sum(q[b, l, e] * k[b, j, e] for e in range(q.shape[-1])) for j in range(l + 1)]
+        m = max(s)
+        w = [math.exp(x - m) for x in s]
+        for j in range(l + 1):
+            out[b, l] += w[j] / sum(w) * v[b, j]
+    return out
+
+
+CASES["scaled_dot_product_attention"] = (
+    lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.7),
+    [_rng.standard_normal((2, 3, 4)), _rng.standard_normal((2, 3, 4)), _rng.standard_normal((2, 3, 5))], _sdpa_ref)
+
+
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
     "add": "add", "contiguous": "contiguous", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
+    "sdpa_backward": None,
     # random ops: no value to compare; their distributions are checked by test_random_ops below
     "rand": None, "randn": None, "randint": None, "bernoulli": None,
 }
