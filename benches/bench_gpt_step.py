@@ -28,7 +28,7 @@ BATCH, LR = 16, 1e-3
 
 def make_step(lib, model, fwd=None):
     opt = lib.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1)
-    fwd = fwd or model
+    fwd = model if fwd is None else fwd     # (a compiled module has no truth value)
 
     def step(x, y):
         logits, loss = fwd(x, y)
