@@ -214,54 +214,56 @@ def _bn_meta(x, weight=None, bias=None, running_mean=None, running_var=None, *, 
 
 
 def _bn_decompose(x, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
-    """The forward in registry ops (mean, var, rsqrt, multiply-add): what a backend fuses into a row kernel."""
+    """The forward in registry ops (mean, var, rsqrt, multiply-add): what a backend fuses into a row kernel.
+    Per-channel values keep the reduced dims (1, C, 1, ...) so that nothing but elementwise work sits between
+    the statistics and y (one row kernel); only the statistics returned are reshaped to (C,)."""
     from . import elementwise as E, reduction as R, shape_ops as S
     axes, shape = _bn_axes(x.ndim)
+    r = lambda v: S.reshape(v, shape)  # noqa: E731
     if training:
-        mean, var = R.mean(x, axes), R.var(x, axes, correction=0)
+        mean, var = R.mean(x, axes, keepdim=True), R.var(x, axes, keepdim=True, correction=0)
     else:
-        mean, var = running_mean, running_var
+        mean, var = r(running_mean), r(running_var)
     alpha = E.rsqrt(var + eps)
     if weight is not None:
-        alpha = alpha * weight
+        alpha = alpha * r(weight)
     beta = -mean * alpha
     if bias is not None:
-        beta = beta + bias
-    return x * S.reshape(alpha, shape) + S.reshape(beta, shape), mean, var
+        beta = beta + r(bias)
+    C = (x.shape[1],)
+    return x * alpha + beta, S.reshape(mean, C), S.reshape(var, C)
 
 
 def _bn_vjp(c, gy, gmean=None, gvar=None):
     from . import elementwise as E, reduction as R, shape_ops as S
     x, weight, bias = (tuple(c.inputs) + (None, None))[:3]
     training, eps = c.attrs["training"], c.attrs["eps"]
-    axes, shape = _bn_axes(len(c.shapes[0]))
+    shp = tuple(x.shape)
+    axes, shape = _bn_axes(len(shp))
+    n, C = int(np.prod(shp)) // shp[1], (shp[1],)
     nf = c.next_functions
     want = [k < len(nf) and nf[k] is not None for k in range(5)]
     if training:
         _, mean, var = c.out
     else:
         mean, var = c.inputs[3], c.inputs[4]
-    invstd = E.rsqrt(var + eps)
-    shp = tuple(x.shape)
-    n = int(np.prod(shp)) // shp[1]
+    # per-channel values as (1, C, 1, ...): elementwise work with the sums, one row kernel when traced
     r = lambda v: S.reshape(v, shape)  # noqa: E731
+    invstd = E.rsqrt(r(var) + eps)
+    scale = invstd if weight is None else invstd * r(weight)
     xc = x - r(mean)
     gx = gw = gb = grm = grv = None
     if gy is not None:
-        xhat = xc * r(invstd)
-        sg = R.sum(gy, axes)                    # the two per-channel sums
-        sgx = R.sum(gy * xhat, axes)
-        scale = invstd if weight is None else weight * invstd
+        xhat = xc * invstd
+        sg = R.sum(gy, axes, keepdim=True)                  # the two per-channel sums
+        sgx = R.sum(gy * xhat, axes, keepdim=True)
         if want[0]:
-            if training:
-                gx = (gy - r(sg * (1.0 / n)) - xhat * r(sgx * (1.0 / n))) * r(scale)
-            else:
-                gx = gy * r(scale)
-        gw = sgx if want[1] else None
-        gb = sg if want[2] else None
-        if not training and (want[3] or want[4]):
-            grm = -sg * scale if want[3] else None
-            grv = sgx * scale * invstd * -0.5 if want[4] else None
+            gx = (gy - sg * (1.0 / n) - xhat * (sgx * (1.0 / n))) * scale if training else gy * scale
+        gw = S.reshape(sgx, C) if want[1] else None
+        gb = S.reshape(sg, C) if want[2] else None
+        if not training:
+            grm = S.reshape(-sg * scale, C) if want[3] else None
+            grv = S.reshape(sgx * scale * invstd * -0.5, C) if want[4] else None
     if training and want[0]:                    # gradients reaching the batch statistics themselves
         extra = None
         if gmean is not None:
