@@ -201,9 +201,13 @@ class Tensor:
         return self._data.__array_interface__["data"][0]
 
     def is_contiguous(self, memory_format=None):
-        if self._data is None:
-            return True
-        return self._data.flags.c_contiguous
+        from . import _memory_format as M
+        fmt = M.check(M.contiguous_format if memory_format is None else memory_format)
+        if fmt is M.preserve_format:
+            raise RuntimeError("is_contiguous(): preserve_format is not a memory format a tensor can be in")
+        if self._data is None or not isinstance(self._data, np.ndarray):
+            return fmt is M.contiguous_format        # tracers and device arrays: the contiguous format
+        return M.is_contiguous_as(self._data, fmt)
 
     def _is_view(self):
         return self._base is not None

@@ -282,7 +282,7 @@ OPS["batch_norm"].decompose = _bn_decompose
 OPS["batch_norm"].saved_outputs = (1, 2)      # the statistics, not y (an in-place ReLU after it is no error)
 
 
-def batch_norm_op(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
     """(y, mean, var): the op itself (nn.functional.batch_norm wraps it and updates the running statistics)."""
     args = (input, weight, bias) if training else (input, weight, bias, running_mean, running_var)
     if input._data is not None and not isinstance(input._data, np.ndarray):     # a cuda tensor: its parts
