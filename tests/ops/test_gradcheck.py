@@ -142,6 +142,7 @@ CASES = {
                + tj.einsum("ii,bji->bj", b, a).unsqueeze(-1), [N(2, 2, 3), N(3, 3)]),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1), [N(1, 2, 4, 4), N(3, 2, 3, 3), N(3)]),
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
+    "to_memory_format": (lambda x: x.contiguous(memory_format=tj.channels_last) * x, [N(2, 3, 2, 2)]),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True) ** 2, [N(3, 2, 2, 3), N(2), N(2)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [N(1, 2, 5, 4)]),
