@@ -13,6 +13,7 @@ from . import _dtype  # noqa: E402
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16, float32, float64, dtype,
                      get_default_dtype, set_default_dtype, promote_types)
 from ._tensor import Tensor, device
+from ._memory_format import memory_format, contiguous_format, channels_last, channels_last_3d, preserve_format
 from .size import Size
 from .ops import registry as _registry
 from .ops import elementwise as _E, reduction as _R, shape_ops as _S, indexing as _I, linalg as _L, nn_ops as _N

@@ -201,13 +201,19 @@ class Tensor:
         return self._data.__array_interface__["data"][0]
 
     def is_contiguous(self, memory_format=None):
-        if self._data is None:
+        from . import _memory_format as M
+        fmt = M.check(M.contiguous_format if memory_format is None else memory_format)
+        if fmt is M.preserve_format:
+            raise RuntimeError("is_contiguous(): preserve_format is not a memory format a tensor can be in")
+        if self._data is None:      # a tracer: the strides eager mode would give it (contiguous format only)
             lay = self.__dict__.get("_layout")
-            if lay is None:
-                return True
+            if lay is None or fmt is not M.contiguous_format:
+                return fmt is M.contiguous_format
             from .tracing.layout import is_contiguous
             return is_contiguous(self._value.shape, lay)
-        return self._data.flags.c_contiguous
+        if not isinstance(self._data, np.ndarray):
+            return fmt is M.contiguous_format        # device arrays: the contiguous format
+        return M.is_contiguous_as(self._data, fmt)
 
     def _is_view(self):
         return self._base is not None

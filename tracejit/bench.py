@@ -17,7 +17,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(HERE, "benches")
 
 # the order of the default suite; other bench_*.py files with a run() follow
-ORDER = ("eager_overhead", "fused_chain", "small_call", "rows", "mlp_step", "cnn_step", "gpt_step", "compile_latency")
+ORDER = ("eager_overhead", "fused_chain", "small_call", "rows", "mlp_step", "cnn_step", "resnet_step", "gpt_step",
+         "compile_latency")
 # benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
 EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
 REFERENCE_SYSTEMS = ("numpy", "torch", "jax")

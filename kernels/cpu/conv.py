@@ -7,7 +7,6 @@ contiguous blocks of rows, and the (N, OH, OW) columns make one product cover th
 """
 import numba
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 
 @numba.njit(cache=True)
@@ -54,18 +53,48 @@ def conv_out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def columns(x, kh, kw, stride, padding, dilation, OH, OW):
-    """im2col: a fresh (C*kh*kw, N, OH, OW) array, cols[(c*kh + i)*kw + j, n, oh, ow] =
-    x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw] (0 in the padding). One strided copy out of a zero-padded,
-    channel-major copy of x: numpy's copy loops run about 1.5x faster than a numba gather loop here."""
+@numba.njit(cache=True)
+def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, cols):
+    """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 in the padding:
+    each output row is a run of zeros, a (strided) copy of one input row, zeros. Flat unsigned offsets as in
+    col2im. 1.4-1.8x faster than numpy's strided copy out of a padded copy of x, which it replaced (minimum of
+    30 calls, one thread: [144, 64, 16, 16] columns 1.38 -> 0.89 ms, [288, 64, 8, 8] 1.26 -> 0.69, [576, 64, 4, 4]
+    1.15 -> 0.70, stride 2 [144, 64, 8, 8] 0.57 -> 0.35-0.45)."""
     N, C, H, W = x.shape
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    xp = np.zeros((C, N, H + 2 * ph, W + 2 * pw), x.dtype)
-    xp[:, :, ph:ph + H, pw:pw + W] = x.transpose(1, 0, 2, 3)
-    sc, sn, sy, sx = xp.strides
-    taps = as_strided(xp, (C, kh, kw, N, OH, OW), (sc, sy * dh, sx * dw, sn, sy * sh, sx * sw), writeable=False)
+    OH, OW = cols.shape[2], cols.shape[3]
+    src = x.reshape(-1)
+    o = cols.reshape(-1)
+    for c in range(C):
+        for i in range(kh):
+            hlo, hhi = _tap_range(i * dh - ph, sh, H, OH)
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                off = j * dw - pw
+                lo, hi = _tap_range(off, sw, W, OW)
+                for n in range(N):
+                    dbase = (row * N + n) * OH * OW
+                    sbase = (n * C + c) * H * W + off
+                    for oh in range(OH):
+                        d0 = dbase + oh * OW
+                        if oh < hlo or oh >= hhi:
+                            for t in range(OW):
+                                o[np.uint64(d0 + t)] = 0
+                            continue
+                        s0 = sbase + (oh * sh - ph + i * dh) * W
+                        for t in range(lo):
+                            o[np.uint64(d0 + t)] = 0
+                        for t in range(lo, hi):
+                            o[np.uint64(d0 + t)] = src[np.uint64(s0 + t * sw)]
+                        for t in range(hi, OW):
+                            o[np.uint64(d0 + t)] = 0
+
+
+def columns(x, kh, kw, stride, padding, dilation, OH, OW):
+    """im2col: a fresh (C*kh*kw, N, OH, OW) array (see `im2col`) of a C-contiguous copy of x."""
+    N, C, H, W = x.shape
     cols = np.empty((C * kh * kw, N, OH, OW), x.dtype)
-    np.copyto(cols.reshape(C, kh, kw, N, OH, OW), taps)
+    im2col(np.ascontiguousarray(x), kh, kw, stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
+           cols)
     return cols
 
 

@@ -217,3 +217,13 @@ def test_train_mlp_example_eager_and_traced_agree():
     line = next(l for l in r.stdout.splitlines() if l.startswith("max |loss difference|"))
     assert float(line.split()[3].rstrip(";")) < 1e-4, line
     assert "speedup" in r.stdout
+
+
+def test_train_resnet_example_eager_and_traced_agree():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "examples/train_resnet.py", "--epochs", "1", "--images", "320"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith("max |loss difference|"))
+    assert float(line.split()[3].rstrip(";")) < 1e-4, line

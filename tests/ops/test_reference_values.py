@@ -278,6 +278,28 @@ CASES.update({
 })
 
 
+def _batch_norm_ref(x, w, b, eps=1e-5):
+    """Per channel, by loops: the batch's mean and biased variance, then (x - mean) / sqrt(var + eps) * w + b."""
+    out = np.empty_like(x)
+    for c in range(x.shape[1]):
+        vals = [float(v) for v in x[:, c].ravel()]
+        mean = math.fsum(vals) / len(vals)
+        var = math.fsum((v - mean) ** 2 for v in vals) / len(vals)
+        for idx in itertools.product(*[range(d) for d in x.shape]):
+            if idx[1] == c:
+                out[idx] = (x[idx] - mean) / math.sqrt(var + eps) * w[c] + b[c]
+    return out
+
+
+CASES.update({
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                   [_rng.standard_normal((3, 2, 2, 3)), _rng.standard_normal(2), _rng.standard_normal(2)],
+                   _batch_norm_ref),
+    "to_memory_format": (lambda x: x.contiguous(memory_format=tj.channels_last), [_rng.standard_normal((2, 3, 2, 2))],
+                         lambda x: x),
+})
+
+
 def _scatter_add_ref(x, s):
     out = x.copy()
     for i, j in _loops(_IDX.shape):

@@ -120,7 +120,11 @@ class OpNode(Node):
                 raise RuntimeError(FREED_MSG)
             raise RuntimeError(f"{self.name()}: the op's VJP reads its output, but saves={self.op.saves!r}")
         outs = []
-        for i, (data, value, ver, v) in enumerate(self._saved_out):
+        for i, saved in enumerate(self._saved_out):
+            if saved is None:        # an output the VJP does not read (Op.saved_outputs)
+                outs.append(None)
+                continue
+            data, value, ver, v = saved
             if ver.v != v:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
@@ -216,7 +220,9 @@ def record(op, args, outs, attrs):
                 versions[i] = a._version.v
         node._in_versions = tuple(versions)
     if "o" in saves:
-        node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) for o in outs])
+        keep = op.saved_outputs
+        node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) if keep is None or k in keep else None
+                                 for k, o in enumerate(outs)])
     if STATE.anomaly:
         import traceback
         node._trace = traceback.format_stack()[:-3]

@@ -292,6 +292,23 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    x, unbatched = _batched(input, 3, "conv_transpose2d")
+    out = _C.conv_transpose2d(x, weight, stride, padding, output_padding, groups, dilation, bias)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    x, unbatched = _batched(input, 2, "conv_transpose1d")
+    if weight.ndim != 3:
+        raise RuntimeError(f"conv_transpose1d: expected 3-D weight, got weight of shape {list(weight.shape)}")
+    one = lambda v: int(_single(v))  # noqa: E731
+    out = _C.conv_transpose2d(S.unsqueeze(x, 2), S.unsqueeze(weight, 2), (1, one(stride)), (0, one(padding)),
+                              (0, one(output_padding)), groups, (1, one(dilation)), bias)
+    out = S.squeeze(out, 2)
+    return S.squeeze(out, 0) if unbatched else out
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     x, unbatched = _batched(input, 3, "max_pool2d")
     out, idx = _C.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
@@ -385,36 +402,28 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    """Batch statistics in training (updating the running stats in place, under no_grad: traceable as
-    functionalized updates), running statistics in eval. `momentum` may be a float or a 0-d tensor."""
+    """One registry op (ops/nn_ops.py: PyTorch's two-sum backward); in training the running statistics are then
+    updated in place under no_grad (traceable: functionalized updates) with the batch's mean and unbiased
+    variance, as PyTorch does. `momentum` may be a float or a 0-d tensor (momentum=None's 1/num_batches_tracked)."""
     from ..autograd.grad_mode import no_grad
+    from ..ops.nn_ops import _native_batch_norm
     if input.ndim < 2:
         raise ValueError(f"batch_norm: expected at least 2D input (got {input.ndim}D input)")
-    C = input.shape[1]
-    dims = (0,) + tuple(range(2, input.ndim))
-    shape = (1, C) + (1,) * (input.ndim - 2)
-    if training:
-        n = input.numel() // C
-        if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
-                             f"{tuple(input.shape)}")
-        mean = R.mean(input, dims)
-        var = R.var(input, dims, correction=0)
-        if running_mean is not None or running_var is not None:
-            with no_grad():
-                if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
-                if running_var is not None:
-                    running_var.mul_(1 - momentum).add_(var.detach() * (momentum * n / (n - 1)))
-    else:
+    if not training:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-        mean, var = running_mean, running_var
-    out = (input - S.reshape(mean, shape)) * S.reshape(E.rsqrt(var + eps), shape)
-    if weight is not None:
-        out = out * S.reshape(weight, shape)
-    if bias is not None:
-        out = out + S.reshape(bias, shape)
+        return _native_batch_norm(input, weight, bias, running_mean, running_var, training=False, eps=float(eps))[0]
+    C = input.shape[1]
+    n = input.numel() // C if C else 0
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
+    out, mean, var = _native_batch_norm(input, weight, bias, training=True, eps=float(eps))
+    if running_mean is not None or running_var is not None:
+        with no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(mean * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(var * (momentum * n / (n - 1)))
     return out
 
 

@@ -78,7 +78,16 @@ def _conv_impl(x, w, b=None, *, stride, padding, dilation, groups):
     dt = x.dtype
     out = conv2d_forward(_float_kernel_dtype(x), _float_kernel_dtype(w), stride, padding, dilation, groups,
                          None if b is None else _float_kernel_dtype(b))
-    return out.astype(dt, copy=False)
+    return _layout(out.astype(dt, copy=False), x, w)
+
+
+def _layout(out, *inputs):
+    """channels_last in, channels_last out (PyTorch's rule for convolutions and pooling)."""
+    from .._memory_format import contiguous_format, like, suggest
+    for a in inputs:
+        if suggest(a) is not contiguous_format:
+            return like(out, a)
+    return out
 
 
 def _geom(c):
@@ -102,8 +111,8 @@ def _conv_vjp(c, g):
 def _bwd_input_impl(g, w, input_shape, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv2d_input_grad
     dt = g.dtype
-    return conv2d_input_grad(_float_kernel_dtype(g), _float_kernel_dtype(w), input_shape, stride, padding,
-                             dilation, groups).astype(dt, copy=False)
+    return _layout(conv2d_input_grad(_float_kernel_dtype(g), _float_kernel_dtype(w), input_shape, stride, padding,
+                                     dilation, groups).astype(dt, copy=False), g, w)
 
 
 def _bwd_input_vjp(c, h):
@@ -111,17 +120,26 @@ def _bwd_input_vjp(c, h):
     g, w = c.inputs
     gg = gw = None
     if c.next_functions[0] is not None:
-        gg = apply(OPS["conv2d"], h, w, **_geom(c))
+        gg = _crop(apply(OPS["conv2d"], h, w, **_geom(c)), g.shape)
     if c.next_functions[1] is not None:
         gw = apply(OPS["conv2d_backward_weight"], h, g, weight_shape=tuple(w.shape), **_geom(c))
     return gg, gw
 
 
+def _crop(y, shape):
+    """conv2d over an image of conv_transpose2d's size has one more row (column) than the transposed conv's input
+    when its output_padding is >= the stride (allowed below the dilation): those never met the input."""
+    if tuple(y.shape) == tuple(shape):
+        return y
+    from .shape_ops import narrow
+    return narrow(narrow(y, 2, 0, shape[2]), 3, 0, shape[3])
+
+
 def _bwd_weight_impl(x, g, weight_shape, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv2d_weight_grad
     dt = x.dtype
-    return conv2d_weight_grad(_float_kernel_dtype(x), _float_kernel_dtype(g), weight_shape, stride, padding,
-                              dilation, groups).astype(dt, copy=False)
+    return _layout(conv2d_weight_grad(_float_kernel_dtype(x), _float_kernel_dtype(g), weight_shape, stride, padding,
+                                      dilation, groups).astype(dt, copy=False), x, g)
 
 
 def _bwd_weight_vjp(c, k):
@@ -131,7 +149,7 @@ def _bwd_weight_vjp(c, k):
     if c.next_functions[0] is not None:
         gx = apply(OPS["conv2d_backward_input"], g, k, input_shape=tuple(x.shape), **_geom(c))
     if c.next_functions[1] is not None:
-        gg = apply(OPS["conv2d"], x, k, **_geom(c))
+        gg = _crop(apply(OPS["conv2d"], x, k, **_geom(c)), g.shape)
     return gx, gg
 
 
@@ -156,6 +174,51 @@ def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1, bias=None):
         raise RuntimeError("non-positive groups is not supported")
     args = (input, weight) if bias is None else (input, weight, bias)
     return apply(OPS["conv2d"], *args, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+
+
+def conv_transpose2d(input, weight, stride=1, padding=0, output_padding=0, groups=1, dilation=1, bias=None):
+    """The adjoint of conv2d in its input (PyTorch's transposed convolution): the conv2d_backward_input op with
+    the input as the output gradient, so its gradients are conv2d and conv2d_backward_weight again. The bias is
+    added after it (a broadcast add: the fusion pass's work when traced)."""
+    from .shape_ops import reshape
+    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
+    output_padding, groups = _pair(output_padding, "output_padding"), int(groups)
+    if input.ndim != 4 or weight.ndim != 4:
+        raise RuntimeError(f"conv_transpose2d: expected 4-D input and weight, got input of shape "
+                           f"{list(input.shape)} and weight of shape {list(weight.shape)}")
+    _check_float(input, "conv_transpose2d")
+    if input.dtype is not weight.dtype:
+        raise RuntimeError(f"Input type ({input.dtype.name}) and weight type ({weight.dtype.name}) should be the same")
+    if min(stride) <= 0:
+        raise RuntimeError("non-positive stride is not supported")
+    if min(padding) < 0:
+        raise RuntimeError("negative padding is not supported")
+    if min(dilation) <= 0:
+        raise RuntimeError("dilation should be greater than zero")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if min(output_padding) < 0 or any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
+                           f"stride_height: {stride[0]} stride_width: {stride[1]} dilation_height: {dilation[0]} "
+                           f"dilation_width: {dilation[1]}")
+    N, C, H, W = input.shape
+    Ci, Og, kh, kw = weight.shape
+    if C != Ci or Ci % groups:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(input.shape)} "
+                           f"to have {Ci} channels, but got {C} channels instead")
+    size = [(n - 1) * s - 2 * p + d * (k - 1) + op + 1
+            for n, s, p, d, k, op in zip((H, W), stride, padding, dilation, (kh, kw), output_padding)]
+    if min(size) <= 0:
+        raise RuntimeError(f"Given input size per channel: ({H} x {W}). Calculated output size per channel: "
+                           f"({size[0]} x {size[1]}). Output size is too small")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != Og * groups):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {Og * groups} elements, but got bias of size {list(bias.shape)} "
+                           f"instead")
+    out = apply(OPS["conv2d_backward_input"], input, weight, input_shape=(N, Og * groups, size[0], size[1]),
+                stride=stride, padding=padding, dilation=dilation, groups=groups)
+    return out if bias is None else out + reshape(bias, (1, -1, 1, 1))
 
 
 # ----------------------------------------------------------------------------- max pooling
@@ -194,7 +257,7 @@ def _max_impl(x, kernel, stride, padding, dilation, ceil_mode):
     else:
         max_pool2d(xx, kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0],
                    dilation[1], out, idx)
-    return out.astype(x.dtype, copy=False), idx
+    return _layout(out.astype(x.dtype, copy=False), x), _layout(idx, x)
 
 
 def _max_vjp(c, g, _gi=None):
@@ -210,7 +273,7 @@ def _max_bwd_impl(g, idx, input_shape):
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty((N, C, H * W), gg.dtype)
     max_pool2d_backward(gg, np.ascontiguousarray(idx), out)
-    return out.reshape(input_shape).astype(g.dtype, copy=False)
+    return _layout(out.reshape(input_shape).astype(g.dtype, copy=False), g)
 
 
 def _max_bwd_vjp(c, h):
@@ -260,7 +323,7 @@ def _avg_impl(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(shape, xx.dtype)
     avg_pool2d(xx, *_avg_args(kernel, stride, padding, count_include_pad, divisor_override), out)
-    return out.astype(x.dtype, copy=False)
+    return _layout(out.astype(x.dtype, copy=False), x)
 
 
 def _avg_vjp(c, g):
@@ -272,7 +335,7 @@ def _avg_bwd_impl(g, input_shape, kernel, stride, padding, ceil_mode, count_incl
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty(input_shape, gg.dtype)
     avg_pool2d_backward(gg, *_avg_args(kernel, stride, padding, count_include_pad, divisor_override), out)
-    return out.astype(g.dtype, copy=False)
+    return _layout(out.astype(g.dtype, copy=False), g)
 
 
 def _avg_bwd_vjp(c, h):
@@ -313,7 +376,7 @@ def _adaptive_impl(x, output_size):
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(tuple(x.shape[:2]) + tuple(output_size), xx.dtype)
     adaptive_avg_pool2d(xx, out)
-    return out.astype(x.dtype, copy=False)
+    return _layout(out.astype(x.dtype, copy=False), x)
 
 
 def _adaptive_bwd_impl(g, input_shape):
@@ -321,7 +384,7 @@ def _adaptive_bwd_impl(g, input_shape):
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty(input_shape, gg.dtype)
     adaptive_avg_pool2d_backward(gg, out)
-    return out.astype(g.dtype, copy=False)
+    return _layout(out.astype(g.dtype, copy=False), g)
 
 
 defop("adaptive_avg_pool2d", _adaptive_impl, _adaptive_meta,

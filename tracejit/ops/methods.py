@@ -132,6 +132,13 @@ Tensor.__rand__, Tensor.__ror__, Tensor.__rxor__ = _and, _or, _xor
 # ----------------------------------------------------------------------------- conversions
 
 def to(self, *args, **kwargs):
+    fmt = kwargs.get("memory_format")
+    if fmt is not None:
+        from .._memory_format import check, preserve_format
+        if check(fmt) is not preserve_format:
+            out = to(self, *args, **{k: v for k, v in kwargs.items() if k != "memory_format"})
+            res = S._to_memory_format(out, fmt)
+            return res.clone(memory_format=fmt) if res is self and kwargs.get("copy", False) else res
     dtype = kwargs.get("dtype")
     dev = kwargs.get("device")
     copy = kwargs.get("copy", False)

@@ -163,3 +163,130 @@ def softmax(input, dim=None, dtype=None):
 def log_softmax(input, dim=None, dtype=None):
     input, d = _prep(input, dim, dtype)
     return apply(OPS["log_softmax"], input, dim=d)
+
+
+# ----------------------------------------------------------------------------- batch_norm (PyTorch's native_batch_norm)
+# One op: outputs (y, mean, var) of the batch (training: the biased variance; eval: the running statistics given).
+# Its VJP is PyTorch's formula, two per-channel sums (of g and of g * xhat) and one pass for the input's gradient
+# (autodiff through mean and var would sum four per-channel quantities and keep a full intermediate), written
+# with registry ops so that higher-order gradients exist. A backend that has row kernels lowers the forward by
+# `decompose` (mean and var over (0, 2, ...) and one multiply-add: one row kernel with the ReLU after it); the
+# interpreter runs `impl`. The caller (nn.functional.batch_norm) updates the running statistics from the outputs.
+
+def _bn_axes(ndim):
+    return (0,) + tuple(range(2, ndim)), (1, -1) + (1,) * (ndim - 2)
+
+
+def _bn_np(x, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+    axes, shape = _bn_axes(x.ndim)
+    ct = np.float32 if x.dtype == np.float16 else x.dtype
+    if training:
+        mean = x.mean(axis=axes, dtype=ct)
+        d = x - mean.reshape(shape)
+        var = np.mean(d * d, axis=axes, dtype=ct)
+    else:
+        mean, var = running_mean.astype(ct), running_var.astype(ct)
+    alpha = (1 / np.sqrt(var + eps)).astype(ct, copy=False)
+    if weight is not None:
+        alpha = alpha * weight
+    beta = -mean * alpha
+    if bias is not None:
+        beta = beta + bias
+    y = x * alpha.reshape(shape).astype(x.dtype) + beta.reshape(shape).astype(x.dtype)
+    return y.astype(x.dtype, copy=False), mean.astype(x.dtype), var.astype(x.dtype)
+
+
+def _bn_meta(x, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2D input (got {x.ndim}D input)")
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"batch_norm: expected a floating point input but got {x.dtype}")
+    C = x.shape[1]
+    for what, v in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        if v is not None and tuple(v.shape) != (C,):
+            raise RuntimeError(f"{what} should contain {C} elements not {int(np.prod(v.shape))}")
+    if not training and (running_mean is None or running_var is None):
+        raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+    if training and int(np.prod(x.shape)) // max(C, 1) <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(x.shape)}")
+    c = AVal((C,), x.dtype)
+    return AVal(x.shape, x.dtype), c, c
+
+
+def _bn_decompose(x, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+    """The forward in registry ops (mean, var, rsqrt, multiply-add): what a backend fuses into a row kernel.
+    Per-channel values keep the reduced dims (1, C, 1, ...) so that nothing but elementwise work sits between
+    the statistics and y (one row kernel); only the statistics returned are reshaped to (C,)."""
+    from . import elementwise as E, reduction as R, shape_ops as S
+    axes, shape = _bn_axes(x.ndim)
+    r = lambda v: S.reshape(v, shape)  # noqa: E731
+    if training:
+        mean, var = R.mean(x, axes, keepdim=True), R.var(x, axes, keepdim=True, correction=0)
+    else:
+        mean, var = r(running_mean), r(running_var)
+    alpha = E.rsqrt(var + eps)
+    if weight is not None:
+        alpha = alpha * r(weight)
+    beta = -mean * alpha
+    if bias is not None:
+        beta = beta + r(bias)
+    C = (x.shape[1],)
+    return x * alpha + beta, S.reshape(mean, C), S.reshape(var, C)
+
+
+def _bn_vjp(c, gy, gmean=None, gvar=None):
+    from . import elementwise as E, reduction as R, shape_ops as S
+    x, weight, bias = (tuple(c.inputs) + (None, None))[:3]
+    training, eps = c.attrs["training"], c.attrs["eps"]
+    shp = tuple(x.shape)
+    axes, shape = _bn_axes(len(shp))
+    n, C = int(np.prod(shp)) // shp[1], (shp[1],)
+    nf = c.next_functions
+    want = [k < len(nf) and nf[k] is not None for k in range(5)]
+    if training:
+        _, mean, var = c.out
+    else:
+        mean, var = c.inputs[3], c.inputs[4]
+    # per-channel values as (1, C, 1, ...): elementwise work with the sums, one row kernel when traced
+    r = lambda v: S.reshape(v, shape)  # noqa: E731
+    invstd = E.rsqrt(r(var) + eps)
+    scale = invstd if weight is None else invstd * r(weight)
+    xc = x - r(mean)
+    gx = gw = gb = grm = grv = None
+    if gy is not None:
+        xhat = xc * invstd
+        sg = R.sum(gy, axes, keepdim=True)                  # the two per-channel sums
+        sgx = R.sum(gy * xhat, axes, keepdim=True)
+        if want[0]:
+            gx = (gy - sg * (1.0 / n) - xhat * (sgx * (1.0 / n))) * scale if training else gy * scale
+        gw = S.reshape(sgx, C) if want[1] else None
+        gb = S.reshape(sg, C) if want[2] else None
+        if not training:
+            grm = S.reshape(-sg * scale, C) if want[3] else None
+            grv = S.reshape(sgx * scale * invstd * -0.5, C) if want[4] else None
+    if training and want[0]:                    # gradients reaching the batch statistics themselves
+        extra = None
+        if gmean is not None:
+            extra = r(gmean * (1.0 / n))
+        if gvar is not None:
+            t = xc * r(gvar * (2.0 / n))
+            extra = t if extra is None else extra + t
+        if extra is not None:
+            gx = extra if gx is None else gx + extra
+    return (gx, gw, gb, grm, grv)[:len(c.inputs)]
+
+
+defop("batch_norm", _bn_np, _bn_meta, _bn_vjp, nout=3, saves="io", kind="other",
+      grad_name="NativeBatchNormBackward0")
+OPS["batch_norm"].decompose = _bn_decompose
+OPS["batch_norm"].saved_outputs = (1, 2)      # the statistics, not y (an in-place ReLU after it is no error)
+
+
+def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+    """(y, mean, var): the op itself (nn.functional.batch_norm wraps it and updates the running statistics)."""
+    args = (input, weight, bias) if training else (input, weight, bias, running_mean, running_var)
+    if input._data is not None and not isinstance(input._data, np.ndarray):     # a cuda tensor: its parts
+        return _bn_decompose(*args, training=training, eps=eps)
+    if input._data is not None:          # eager runs no shape rule: its checks here
+        _bn_meta(*args, training=training, eps=eps)
+    return apply(OPS["batch_norm"], *args, training=training, eps=eps)

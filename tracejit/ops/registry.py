@@ -25,6 +25,11 @@ class Op:
     # optional (i, args) -> bool, set after defop: which saved inputs the VJP reads the values of (only those
     # are version-checked, so an in-place change of an input the rule does not read is no error, as in PyTorch)
     reads = None
+    # optional tuple of the output indices the VJP reads (saves="o"): only those are kept and version-checked
+    saved_outputs = None
+    # optional rule (same arguments as impl, on tensors) computing the op with other registry ops: a backend
+    # that fuses those (row kernels) lowers the op by it after autodiff (passes/decompose.py)
+    decompose = None
 
     def __init__(self, name, impl, meta, vjp=None, *, kind="other", expr=None, nout=1, saves="i",
                  view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None):

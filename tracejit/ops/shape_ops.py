@@ -119,11 +119,23 @@ def _broadcast_strides(x, shape):
 
 defop("expand", _expand_np, lambda x, shape: AVal(shape, x.dtype),
       lambda c, g: (g,), kind="shape", saves="", view=True)  # the engine sums g back to the input shape
-defop("clone", lambda x: x.copy(), lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
+defop("clone", lambda x: x.copy(order="K"), lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
       expr="{0}", saves="")
 defop("contiguous", np.ascontiguousarray, lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
       expr="{0}", saves="", grad_name="CloneBackward0")
 OPS["clone"].makes_contiguous = OPS["contiguous"].makes_contiguous = True     # numpy copies to row-major
+
+
+def _to_format_np(x, format):
+    from .. import _memory_format as M
+    fmt = getattr(M, format)
+    return x.copy(order="K") if M.is_contiguous_as(x, fmt) else M.as_format(x, fmt)
+
+
+# a layout change (values unchanged): compiled programs compute in the contiguous format, so it lowers to nothing
+defop("to_memory_format", _to_format_np, lambda x, format: AVal(x.shape, x.dtype), lambda c, g: (g,),
+      kind="other", saves="", grad_name="CloneBackward0")
+OPS["to_memory_format"].decompose = lambda x, format: x
 
 
 def _cat_np(*xs, dim):
@@ -341,14 +353,38 @@ def movedim(input, source, destination):
 moveaxis = movedim
 
 
-def contiguous(input):
+def contiguous(input, memory_format=None):
+    from .. import _memory_format as M
+    fmt = M.check(M.contiguous_format if memory_format is None else memory_format)
+    if fmt is M.preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    if fmt is not M.contiguous_format:
+        return _to_memory_format(input, fmt)
     if input.is_contiguous():       # a tracer's modelled strides, as eagerly: a no-op on a row-major tensor
         return input
     return apply(OPS["contiguous"], input)
 
 
+def _to_memory_format(input, memory_format):
+    """`input` laid out in `memory_format` (itself if it already is): Tensor.contiguous / .to(memory_format=)."""
+    from .. import _memory_format as M
+    fmt = M.check(memory_format)
+    if fmt is M.preserve_format:
+        return input
+    if fmt is not M.contiguous_format and input.ndim != (4 if fmt is M.channels_last else 5):
+        raise RuntimeError(f"required rank {4 if fmt is M.channels_last else 5} tensor to use {fmt.name} format")
+    if input._data is not None and isinstance(input._data, np.ndarray) and M.is_contiguous_as(input._data, fmt):
+        return input
+    return apply(OPS["to_memory_format"], input, format=fmt.name)
+
+
 def clone(input, memory_format=None):
-    return apply(OPS["clone"], input)
+    from .. import _memory_format as M
+    fmt = M.check(M.preserve_format if memory_format is None else memory_format)
+    out = apply(OPS["clone"], input)
+    if fmt is not M.preserve_format:
+        out = apply(OPS["to_memory_format"], out, format=fmt.name)
+    return out
 
 
 def cat(tensors, dim=0):

@@ -17,9 +17,10 @@ class NumbaCudaBackend:
     name = "numba_cuda"
 
     def compile(self, graph):
+        from ...passes.decompose import decompose
         from ...passes.fusion import fusion
         from .executor import CompiledCudaGraph
-        return CompiledCudaGraph(fusion(graph))
+        return CompiledCudaGraph(fusion(decompose(graph)))
 
 
 class CudaInterpreter:

@@ -34,9 +34,20 @@ def dispatch(op, arrays, attrs):
         return impl(*_operands(op, arrays), **attrs)
     if op.kind == "elementwise" and op.expr is not None:
         return elementwise(op, _operands(op, arrays), attrs)
+    if op.decompose is not None:            # run its parts (each has a device implementation or fails by name)
+        return _decomposed(op, arrays, attrs)
     raise NotImplementedError(
         f"tracejit: the op '{op.name}' has no CUDA kernel yet. Run it on the CPU: move its inputs with .cpu() "
         f"(and the result back with .cuda()).")
+
+
+def _decomposed(op, arrays, attrs):
+    from ..._tensor import Tensor
+    from ...autograd.grad_mode import no_grad
+    with no_grad():
+        res = op.decompose(*[Tensor._wrap(a) if isinstance(a, (CudaArray, np.ndarray)) else a for a in arrays],
+                           **attrs)
+    return res._data if op.nout == 1 else tuple(r._data for r in res)
 
 
 _INDEX_OPS = {"index", "index_put", "index_backward"}

@@ -1,4 +1,5 @@
-"""Conv1d and Conv2d (stride, padding including 'same'/'valid', dilation, groups; zero padding_mode)."""
+"""Conv1d, Conv2d (stride, padding including 'same'/'valid', dilation, groups; zero padding_mode) and
+ConvTranspose1d/2d (output_padding, or output_size at call time)."""
 import math
 
 from ... import creation as C
@@ -18,8 +19,10 @@ def _ntuple(v, n):
 class _ConvNd(Module):
     _n = 2
 
+    _transposed = False
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", device=None, dtype=None):
+                 bias=True, padding_mode="zeros", device=None, dtype=None, output_padding=0):
         super().__init__()
         n = self._n
         if groups <= 0:
@@ -37,6 +40,8 @@ class _ConvNd(Module):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], but got "
                              f"padding_mode='{padding_mode}'")
+        if padding_mode != "zeros" and self._transposed:
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         if padding_mode != "zeros":
             raise NotImplementedError(f"padding_mode={padding_mode!r}: tracejit supports padding_mode='zeros'")
         self.in_channels = in_channels
@@ -45,11 +50,12 @@ class _ConvNd(Module):
         self.stride = _ntuple(stride, n)
         self.padding = padding if isinstance(padding, str) else _ntuple(padding, n)
         self.dilation = _ntuple(dilation, n)
-        self.transposed = False
-        self.output_padding = (0,) * n
+        self.transposed = self._transposed
+        self.output_padding = _ntuple(output_padding, n)
         self.groups = groups
         self.padding_mode = padding_mode
-        self.weight = Parameter(C.empty((out_channels, in_channels // groups) + self.kernel_size, dtype=dtype))
+        shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(C.empty(shape + self.kernel_size, dtype=dtype))
         if bias:
             self.bias = Parameter(C.empty(out_channels, dtype=dtype))
         else:
@@ -68,6 +74,8 @@ class _ConvNd(Module):
         s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"
         if self.padding != (0,) * len(self.kernel_size):
             s += ", padding={padding}"
+        if self.output_padding != (0,) * len(self.output_padding):
+            s += ", output_padding={output_padding}"
         if self.dilation != (1,) * len(self.dilation):
             s += ", dilation={dilation}"
         if self.groups != 1:
@@ -91,3 +99,54 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if isinstance(padding, str):
+            raise ValueError(f"padding={padding!r} is not supported by {type(self).__name__}: give integers")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, output_padding)
+
+    def _output_padding(self, input, output_size):
+        """PyTorch's: the output_padding that makes the output `output_size` (its last n sizes)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._n
+        output_size = list(output_size)
+        if len(output_size) == input.ndim:
+            output_size = output_size[2:]
+        elif len(output_size) == input.ndim - 1:
+            output_size = output_size[1:]
+        if len(output_size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {input.ndim}D input, output_size must have {n} or {n + 2} "
+                             f"elements (got {len(output_size) if output_size else 0})")
+        res = []
+        for d in range(n):
+            size = input.shape[input.ndim - n + d]
+            lo = (size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] * (self.kernel_size[d] - 1) + 1
+            hi = lo + self.stride[d] - 1
+            if not lo <= output_size[d] <= hi:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from "
+                                 f"{[lo]} to {[hi]} (for an input of {list(input.shape[2:])})")
+            res.append(output_size[d] - lo)
+        return tuple(res)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    _n = 2
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _n = 1
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)

@@ -393,6 +393,12 @@ class Module:
         check_device(device)
         if device is not None:      # parameters keep their identity: their .data (and .grad) move
             self._apply(lambda t: t.to(device=device))
+        fmt = kwargs.get("memory_format")
+        if fmt is not None:         # PyTorch: 4-d (5-d) floating-point tensors take the layout
+            from ... import _memory_format as M
+            rank = {"channels_last": 4, "channels_last_3d": 5}.get(M.check(fmt).name)
+            self._apply(lambda t: t.contiguous(memory_format=fmt) if t.is_floating_point() and
+                        (rank is None or t.dim() == rank) and fmt is not M.preserve_format else t)
         if dtype is not None:
             dtype = D.to_dtype(dtype)
             if not dtype.is_floating_point:

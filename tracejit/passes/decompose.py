@@ -1,0 +1,37 @@
+"""Lowering by decomposition: a node whose op has a `decompose` rule becomes the registry ops of that rule.
+
+A backend lowering after autodiff (the derivative came from the op's own VJP, e.g. batch_norm's two-sum
+backward), so a backend that fuses reductions with the elementwise work around them (row kernels) sees the
+parts; the interpreter backend keeps the op and runs its numpy `impl` as the reference.
+"""
+from ..ir.graph import Value
+from .rewrite import Rewriter
+
+
+def decompose(g):
+    if not any(n.op.decompose is not None for n in g.nodes):
+        return g
+    from ..autograd.grad_mode import no_grad
+    from ..tracing.tracer import TraceContext
+    rw = Rewriter(g)
+    for n in g.nodes:
+        if n.op.decompose is None:
+            rw.copy(n)
+            continue
+        with TraceContext() as ctx, no_grad():
+            args = [ctx.tracer(ctx.graph.add_input(v.shape, v.dtype)) if isinstance(v, Value) else v
+                    for v in n.inputs]
+            res = n.op.decompose(*args, **n.attrs)
+            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+            outs = [ctx.value_of(r) for r in res]
+        sub = ctx.graph
+        m = {sv: rw.get(v) for sv, v in zip(sub.inputs, [v for v in n.inputs if isinstance(v, Value)])}
+        for sv, arr in sub.consts.items():
+            m[sv] = rw.g.add_const(arr)
+        for sn in sub.nodes:
+            new = rw.g.add_node(sn.op, [m[i] if isinstance(i, Value) else i for i in sn.inputs], sn.attrs,
+                                list(sn.outputs))
+            m.update(zip(sn.outputs, new))
+        for o, so in zip(n.outputs, outs):
+            rw.alias(o, m[so])
+    return rw.finish()
