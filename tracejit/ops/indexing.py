@@ -61,7 +61,7 @@ def _index_backward_np(g, *idx, shape, spec):
     return z
 
 
-def _slice_grad_name(attrs):
+def _slice_grad_name(attrs, args=None):
     # PyTorch applies the index items in order; its grad_fn is the last non-trivial one
     last = None
     for s in attrs["spec"]:
@@ -97,7 +97,7 @@ def _index_put_vjp(c, g):
     spec = c.attrs["spec"]
     gx = g if c.attrs["accumulate"] else apply(OPS["index_put"], g, 0.0, *idx, spec=spec, accumulate=False)
     gv = None
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         gv = apply(OPS["index"], g, *idx, spec=spec)
     return (gx, gv) + (None,) * len(idx)
 
@@ -363,7 +363,7 @@ def _scatter_vjp(c, g):
         raise RuntimeError("scatter with reduce='multiply' has no derivative in tracejit (nor in PyTorch)")
     gx = g if red else scatter(g, dim, index, 0.0)
     gs = None
-    if c.next_functions[2] is not None:
+    if c.edges[2] is not None:
         gs = gather(g, dim, index)
         if tuple(gs.shape) != c.shapes[2]:
             from ..creation import zeros

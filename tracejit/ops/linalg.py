@@ -29,8 +29,8 @@ def _mT(x):
 
 def _matmul_vjp(c, g):
     a, b = c.inputs
-    ga = apply(OPS["matmul"], g, _mT(b)) if c.next_functions[0] is not None else None
-    gb = apply(OPS["matmul"], _mT(a), g) if c.next_functions[1] is not None else None
+    ga = apply(OPS["matmul"], g, _mT(b)) if c.edges[0] is not None else None
+    gb = apply(OPS["matmul"], _mT(a), g) if c.edges[1] is not None else None
     return ga, gb  # the engine sums broadcast batch dims back
 
 
@@ -198,7 +198,7 @@ def _einsum_vjp(c, g):
     xs = c.inputs
     grads = []
     for i, t in enumerate(terms):
-        if c.next_functions[i] is None:
+        if c.edges[i] is None:
             grads.append(None)
             continue
         u = "".join(dict.fromkeys(t))   # the operand's distinct subscripts (t repeats some for a diagonal)

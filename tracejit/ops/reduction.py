@@ -99,13 +99,21 @@ def _minmax_vjp(c, g):
     return (_expand_back(g, c) * mask / count_like(mask, c),)
 
 
-_SUM = defop("sum", _np_sum, _red_meta(_sum_dtype), lambda c, g: (_expand_back(g, c),), kind="reduction", saves="")
+def _red_grad_name(full, partial):
+    """PyTorch's node name for a reduction: one formula for all dims without keepdim (x.sum()), one with dims"""
+    def name(attrs, args):
+        return full if not attrs["keepdim"] and len(attrs["dims"]) == args[0].ndim else partial
+    return name
+
+
+_SUM = defop("sum", _np_sum, _red_meta(_sum_dtype), lambda c, g: (_expand_back(g, c),), kind="reduction", saves="",
+             grad_name=_red_grad_name("SumBackward0", "SumBackward1"))
 defop("mean", _np_mean, _red_meta(_float_dtype), lambda c, g: (_expand_back(g, c) / _count(c),), kind="reduction",
-      saves="")
+      saves="", grad_name=_red_grad_name("MeanBackward0", "MeanBackward1"))
 defop("amax", lambda x, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name="AmaxBackward0")
+      kind="reduction", saves="io", grad_name=_red_grad_name("MaxBackward1", "AmaxBackward0"))   # x.max(): Max
 defop("amin", lambda x, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name="AminBackward0")
+      kind="reduction", saves="io", grad_name=_red_grad_name("MinBackward1", "AminBackward0"))
 defop("all", lambda x, dims, keepdim: np.all(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
       kind="reduction")
 defop("any", lambda x, dims, keepdim: np.any(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
