@@ -134,7 +134,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                 grads_in = (grads_in,)
             if node._post_hooks:
                 grads_in = _post_hooks(node, grads_in, buf)
-            if STATE.anomaly:
+            if STATE.anomaly and STATE.anomaly_nan:
                 _check_nan(node, grads_in)
             shapes = node.shapes
             dtypes = node.dtypes

@@ -226,6 +226,12 @@ def edge_of(t):
     return (accumulate_node(t), 0)
 
 
+INFERENCE_SAVED = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
+                   "mode in computation tracked by autograd. To work around this, you can make a clone to get a "
+                   "normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+                   "`torch.inference_mode()`.")
+
+
 def record(op, args, outs, attrs):
     """Attach a grad_fn for `op` to `outs` (called by registry.apply when an input requires grad)."""
     name = op.grad_name
@@ -256,8 +262,11 @@ def record(op, args, outs, attrs):
         reads = op.reads  # which saved inputs the VJP reads the values of: only those are version-checked
         versions = [None] * n
         for i, a in enumerate(args):
-            if isinstance(a, Tensor) and (reads is None or reads(i, args)):
-                versions[i] = a._version.v
+            if isinstance(a, Tensor):
+                if a._inference:
+                    raise RuntimeError(INFERENCE_SAVED)
+                if reads is None or reads(i, args):
+                    versions[i] = a._version.v
         node._in_versions = tuple(versions)
     if "o" in saves:
         node._saved_out = tuple([(o._data, o._value, o._version, o._version.v) for o in outs])

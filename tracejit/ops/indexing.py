@@ -202,7 +202,7 @@ def index_put(x, indices, values, accumulate=False):
 def setitem(x, index, value):
     from .._tensor import Tensor
     from .._state import STATE
-    if STATE.tracer is None and x._data is not None and not (STATE.grad_enabled and (
+    if STATE.tracer is None and x._data is not None and not x._inference and not (STATE.grad_enabled and (
             x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
         # eager, no autograd: write straight into the buffer
         spec, tensors = _prepare(x, index)

@@ -107,6 +107,8 @@ def apply(op, *args, **attrs):
             for o in outs:
                 o._version = base._version
                 o._base = base if base._base is None else base._base
+                if base._inference:         # a view of an inference tensor is one
+                    o._inference = True
     if state.grad_enabled and op.vjp is not None:
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:

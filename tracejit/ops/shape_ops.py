@@ -500,7 +500,11 @@ def tile(input, dims):
 
 def flip(input, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return apply(OPS["flip"], input, dims=tuple(norm_dim(d, input.ndim) for d in dims))
+    dims = tuple(norm_dim(d, input.ndim) for d in dims)
+    for i, d in enumerate(dims):
+        if d in dims[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return apply(OPS["flip"], input, dims=dims)
 
 
 def fliplr(input):
