@@ -163,11 +163,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
 
 def _pre_hooks(node, buf, create_graph):
-    if node._pre_hooks:
-        for h in list(node._pre_hooks.values()):
-            r = h(tuple(buf))
-            if r is not None:
-                buf = list(r)
+    """PyTorch's order: hooks of the output tensors, then retain_grad, then the node's own pre-hooks."""
     if node._tensor_hooks:
         for nr, hooks in node._tensor_hooks.items():
             for h in list(hooks.values()):
@@ -186,6 +182,11 @@ def _pre_hooks(node, buf, create_graph):
             r = h(buf[0])
             if r is not None:
                 buf[0] = r
+    if node._pre_hooks:
+        for h in list(node._pre_hooks.values()):
+            r = h(tuple(buf))
+            if r is not None:
+                buf = list(r)
     return buf
 
 

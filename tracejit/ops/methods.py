@@ -118,7 +118,8 @@ for name, fn in [("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.d
                  ("mod", E.remainder), ("pow", E.pow), ("matmul", L.matmul), ("and", E.bitwise_and),
                  ("or", E.bitwise_or), ("xor", E.bitwise_xor)]:
     setattr(Tensor, f"__{name}__", _binary(fn))
-    setattr(Tensor, f"__r{name}__", _binary(fn, True))
+    # 3 * x is x * 3 for the commutative ops, as in PyTorch (the tensor is the node's first input)
+    setattr(Tensor, f"__r{name}__", _binary(fn, name not in ("add", "mul")))
     setattr(Tensor, f"__i{name}__", _iop(fn))
 for name, fn in [("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt), ("ge", E.ge)]:
     setattr(Tensor, f"__{name}__", _binary(fn))
