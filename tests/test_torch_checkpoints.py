@@ -207,3 +207,25 @@ def test_torch_whole_module_file_is_refused_by_default(tmp_path):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "m.pt")
     with pytest.raises(pickle.UnpicklingError, match="GLOBAL torch.nn.modules.linear.Linear"):
         tj.load(tmp_path / "m.pt")
+
+
+def test_torch_legacy_format_loads(tmp_path):
+    torch = pytest.importorskip("torch")
+    sd = torch.nn.Linear(3, 2).state_dict()
+    sd["h"] = torch.arange(4).to(torch.float16)
+    sd["v"] = torch.arange(6.0).reshape(2, 3).t()
+    p = tmp_path / "legacy.pt"
+    torch.save(sd, p, _use_new_zipfile_serialization=False)
+    got = tj.load(p)
+    assert list(got) == list(sd)
+    for k, v in sd.items():
+        np.testing.assert_array_equal(got[k].numpy(), v.numpy())
+        assert got[k].stride() == v.stride()
+    data = p.read_bytes()
+    for cut in (len(data) - 5, len(data) // 2, 40):
+        p.write_bytes(data[:cut])
+        with pytest.raises(RuntimeError, match="corrupted or truncated"):
+            tj.load(p)
+    torch.save(torch.nn.Linear(2, 2), p, _use_new_zipfile_serialization=False)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL torch.nn.modules.linear.Linear"):
+        tj.load(p)

@@ -318,7 +318,7 @@ class WeightsUnpickler(pickle._Unpickler):
     dispatch = _Dispatch({op[0]: pickle._Unpickler.dispatch[op[0]] for op in _PLAIN_OPS})
 
     def __init__(self, data, persistent_load):
-        super().__init__(io.BytesIO(data))
+        super().__init__(data if isinstance(data, io.BytesIO) else io.BytesIO(data))
         self._persistent = persistent_load
 
     def find_class(self, module, name):
@@ -420,7 +420,7 @@ class _FullUnpickler(pickle._Unpickler):
     """weights_only=False: the standard unpickler (it can run code), with torch's rebuild functions mapped."""
 
     def __init__(self, data, persistent_load):
-        super().__init__(io.BytesIO(data))
+        super().__init__(data if isinstance(data, io.BytesIO) else io.BytesIO(data))
         self.persistent_load = persistent_load
 
     def find_class(self, module, name):
@@ -450,15 +450,9 @@ def load_zip(z, name, weights_only, corrupt):
         raise RuntimeError(f"tracejit.load: {name} was written on a big-endian machine; tracejit reads "
                            "little-endian checkpoints only")
     storages = {}
-    warned = []
 
     def persistent_load(pid):
-        if (type(pid) is not tuple or len(pid) != 5 or pid[0] != "storage" or type(pid[1]) is not _StorageType
-                or type(pid[2]) is not str or type(pid[3]) is not str or type(pid[4]) is not int or pid[4] < 0):
-            raise _Malformed(f"malformed storage record {str(pid)[:120]}")
-        _, stype, key, location, numel = pid
-        if not key or "/" in key or "\\" in key or ".." in key:
-            raise _Malformed(f"bad storage key {key!r}")
+        stype, key, numel = _storage_record(pid, 5)
         st = storages.get(key)
         if st is not None:
             if st.type is not stype:
@@ -471,18 +465,36 @@ def load_zip(z, name, weights_only, corrupt):
         if info.file_size != nbytes:
             raise corrupt(f"storage {key} has {info.file_size} bytes, expected {nbytes} ({numel} elements of "
                           f"{stype.name})")
-        arr = np.frombuffer(bytearray(_read(z, info, corrupt)), dtype=stype.np)
-        if stype.name == _BF16:
-            if not warned:
-                warnings.warn("tracejit has no bfloat16 dtype: bfloat16 tensors are loaded as float32 (exactly)")
-                warned.append(True)
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        elif arr.dtype.byteorder == ">" or arr.dtype != stype.dtype.np:
-            arr = arr.astype(stype.dtype.np)
-        st = storages[key] = _LoadedStorage(arr, stype)
+        st = storages[key] = _storage(_read(z, info, corrupt), stype)
         return st
 
-    data = _read(z, infos[pkls[0]], corrupt)
+    return _unpickle(_read(z, infos[pkls[0]], corrupt), persistent_load, weights_only, corrupt)
+
+
+def _storage_record(pid, n):
+    """(storage type, key, numel) of a persistent id ('storage', type, key, location, numel[, view])."""
+    if (type(pid) is not tuple or len(pid) != n or pid[0] != "storage" or type(pid[1]) is not _StorageType
+            or type(pid[2]) is not str or type(pid[3]) is not str or type(pid[4]) is not int or pid[4] < 0):
+        raise _Malformed(f"malformed storage record {str(pid)[:120]}")
+    if n == 6 and pid[5] is not None:
+        raise _Malformed("storage views of PyTorch's legacy format are not supported")
+    key = pid[2]
+    if not key or "/" in key or "\\" in key or ".." in key:
+        raise _Malformed(f"bad storage key {key!r}")
+    return pid[1], key, pid[4]
+
+
+def _storage(raw, stype):
+    arr = np.frombuffer(bytearray(raw), dtype=stype.np)
+    if stype.name == _BF16:
+        warnings.warn("tracejit has no bfloat16 dtype: bfloat16 tensors are loaded as float32 (exactly)")
+        return _LoadedStorage((arr.astype(np.uint32) << 16).view(np.float32), stype)
+    if arr.dtype.byteorder == ">" or arr.dtype != stype.dtype.np:
+        arr = arr.astype(stype.dtype.np)
+    return _LoadedStorage(arr, stype)
+
+
+def _unpickle(data, persistent_load, weights_only, corrupt):
     unpickler = (WeightsUnpickler if weights_only else _FullUnpickler)(data, persistent_load)
     try:
         return unpickler.load()
@@ -493,7 +505,71 @@ def load_zip(z, name, weights_only, corrupt):
     except (EOFError, pickle.UnpicklingError, IndexError, KeyError, TypeError, ValueError, AttributeError) as e:
         if not weights_only and not isinstance(e, (EOFError, pickle.UnpicklingError)):
             raise       # an error of the user's own classes while unpickling them
-        raise corrupt(f"malformed data.pkl ({type(e).__name__}: {e})") from None
+        raise corrupt(f"malformed pickle ({type(e).__name__}: {e})") from None
+
+
+_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+
+
+def load_legacy(data, weights_only, corrupt):
+    """PyTorch's format before 1.6 (`_use_new_zipfile_serialization=False`): pickles of the magic number, the
+    protocol version and system info, the object (persistent ids name storages), the list of storage keys,
+    then each storage as an 8-byte element count and its bytes."""
+    f = io.BytesIO(data)
+    header = [_unpickle(f, _no_storage, True, corrupt) for _ in range(3)]
+    if header[0] != _LEGACY_MAGIC or header[1] != 1001 or type(header[2]) is not dict:
+        raise corrupt("not a PyTorch legacy checkpoint (bad magic number or protocol version)")
+    if not header[2].get("little_endian", True):
+        raise corrupt("written on a big-endian machine")
+    start = f.tell()
+    try:
+        import pickletools
+        end = start + [pos for _, _, pos in pickletools.genops(data[start:])][-1] + 1  # parses, runs nothing
+    except (ValueError, IndexError) as e:
+        raise corrupt(f"malformed object pickle ({e})") from None
+    f.seek(end)
+    keys = _unpickle(f, _no_storage, True, corrupt)
+    if type(keys) is not list or not all(type(k) is str for k in keys):
+        raise corrupt("malformed storage key list")
+    # the storages' types (so their sizes and places in the file) are named inside the object pickle: a first
+    # pass over it with zero storages of the declared sizes (bounded by the file's size) collects them
+    types = {}
+
+    def declared(pid):
+        stype, key, numel = _storage_record(pid, 6)
+        if numel * stype.np.itemsize > len(data):
+            raise corrupt(f"storage {key} declares {numel} elements, more than the file holds")
+        if types.setdefault(key, (stype, numel)) != (stype, numel):
+            raise _Malformed(f"storage {key} is declared twice differently")
+        return _LoadedStorage(np.zeros(numel, stype.dtype.np), stype)
+
+    _unpickle(data[start:end], declared, True, corrupt)
+    where, pos = {}, f.tell()
+    for k in keys:
+        if pos + 8 > len(data):
+            raise corrupt(f"storage {k} is cut off")
+        n = int.from_bytes(data[pos:pos + 8], "little")
+        stype = types.get(k, (None, None))[0]
+        if stype is None or n != types[k][1] or pos + 8 + n * stype.np.itemsize > len(data):
+            raise corrupt(f"storage {k} does not match its record or is cut off")
+        where[k] = pos + 8
+        pos += 8 + n * stype.np.itemsize
+    storages = {}
+
+    def persistent_load(pid):
+        stype, key, numel = _storage_record(pid, 6)
+        if key not in storages:
+            if key not in where:
+                raise _Malformed(f"storage {key} is not in the file")
+            at = where[key]
+            storages[key] = _storage(data[at:at + numel * stype.np.itemsize], stype)
+        return storages[key]
+
+    return _unpickle(data[start:end], persistent_load, weights_only, corrupt)
+
+
+def _no_storage(pid):
+    raise _Malformed("a storage record outside the object pickle")
 
 
 def _read(z, info, corrupt):

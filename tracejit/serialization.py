@@ -222,9 +222,11 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         data = f.read()
     if len(data) == 0:
         raise RuntimeError(f"tracejit.load: {name} is empty: it is not a checkpoint (or it was truncated to nothing)")
+    if data.startswith(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."):   # the pickled magic number of PyTorch < 1.6
+        from ._torch_format import load_legacy
+        return load_legacy(data, weights_only, lambda why: _corrupt(name, why))
     if not data.startswith(b"PK"):
-        hint = (" (it looks like a bare pickle or PyTorch's legacy format; tracejit reads the zip format that "
-                "torch.save writes since PyTorch 1.6)") if data[:1] == b"\x80" else ""
+        hint = " (it looks like a bare pickle, not a checkpoint written by torch.save)" if data[:1] == b"\x80" else ""
         raise RuntimeError(f"tracejit.load: {name} is not a checkpoint{hint}: expected a zip archive written by "
                            "tracejit.save or torch.save")
     try:
