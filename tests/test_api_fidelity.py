@@ -68,6 +68,13 @@ SNIPPETS = [
     # flip: dims as varargs, a list or a keyword
     "r = x.flip(0, 1)", "r = x.flip([0, 1])", "r = x.flip(dims=(1,))", "r = torch.flip(x, (0,))", "r = x.flip(0)",
     "r = x.flip(0, 0)",
+    # reductions PyTorch tutorials call, with keepdim
+    "r = (x.median(), list(x.median(1)), list(x.median(0, keepdim=True)), torch.median(x[0]))",
+    "r = (list(x.kthvalue(2, 1, True)), list(torch.kthvalue(x, 1, 0)))",
+    "r = (list(x.aminmax()), list(torch.aminmax(x, dim=1, keepdim=True)))",
+    "x.kthvalue(4, 1)",
+    "r = (x.sum(1, keepdim=True, dtype=torch.float64), x.prod(0, True, dtype=torch.float64), x.cumsum(1, dtype=torch.float64), "
+    "x.log_softmax(1, dtype=torch.float64).exp(), x.amax((0, 1), True), x.std(1, keepdim=True), x.logsumexp(1, True))",
     # out=
     "o = torch.empty(2, dtype=torch.int64)\nr = (torch.zeros(2, out=o), o)",
     "o = torch.empty(3)\nr = (torch.arange(3, out=o) is o, o)",

@@ -552,6 +552,42 @@ def msort(input):
     return sort(input, 0).values
 
 
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """The k-th smallest value along `dim` and its index (through sort, so its gradient is sort's)."""
+    d = norm_dim(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    v, i = sort(input.reshape(1) if input.ndim == 0 else input, d)
+    v, i = v.narrow(d, k - 1, 1), i.narrow(d, k - 1, 1)
+    if not keepdim or input.ndim == 0:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return kthvalue_t(v, i)  # noqa: F821
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median (PyTorch's: of an even count, the smaller middle value); without dim, of all values."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.shape[0] == 0:
+            from ..creation import full
+            return full((), math.nan, dtype=input.dtype)
+        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
+    d = norm_dim(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    v, i = kthvalue(input, (n + 1) // 2, d, keepdim)
+    return median_t(v, i)  # noqa: F821
+
+
+aminmax_t = collections.namedtuple("aminmax", ["min", "max"])
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None:
+        return aminmax_t(amin(input, (), keepdim), amax(input, (), keepdim))
+    return aminmax_t(amin(input, dim, keepdim), amax(input, dim, keepdim))
+
+
 from .elementwise import exp, where, sign, pow, isnan, logical_not, logical_and, maximum, minimum  # noqa: E402
 
 max = _max_like("max", "amax", maximum)
