@@ -5,8 +5,8 @@ import tracejit
 import tracejit.nn.functional as TF
 
 # Snippets whose graph (node class, name, and next_functions: node class per edge, output_nr) equals PyTorch's.
-# Composites that PyTorch runs as one kernel and tracejit builds from registry ops (linear with a bias as
-# AddmmBackward0, mse_loss, layer_norm, stack, transpose/t as PermuteBackward0, ...) have a different graph.
+# Composites that PyTorch runs as one kernel and tracejit builds from registry ops (linear with a bias, which
+# PyTorch records as AddmmBackward0, mse_loss, layer_norm, stack, split, ...) have a different graph.
 SNIPPETS = [
     "x * 2", "x * w", "x + 2", "x + w", "x - 1", "x / 2", "-x", "x ** 2", "x ** x", "x.pow(2)", "2 ** x",
     "x.T", "x.view(6)", "x.reshape(6)", "x[0]", "x[:, 1:]", "x.exp()", "x.relu()", "x.sum()", "x.sum(0)",
@@ -19,6 +19,8 @@ SNIPPETS = [
     "x.cumsum(1)", "x.flip(0)", "x.maximum(w)", "x.add(w, alpha=2)", "x.exp().mul_(2)", "x.exp().add_(1)",
     "x.sort()[0]", "x.topk(2)[0]", "x.var()", "x.std()", "x.norm()", "F.gelu(x)", "F.silu(x)", "x.prod()",
     "x.exp().exp()", "x.reciprocal()", "x.rsqrt()", "x.tril()", "x.erf()", "F.softplus(x)", "x.atan2(x)",
+    "x.t()", "x.mT", "x.transpose(0, 1)", "x.unsqueeze(0)", "x[None]", "F.linear(x, W)", "3 * x", "2 + x",
+    "3 * x ** 3 - x ** 2",
 ]
 
 
