@@ -21,6 +21,7 @@ import os
 import pickle
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -433,8 +434,8 @@ def _safe_name(n):
     return not (n.startswith(("/", "\\")) or ":" in parts[0] or ".." in parts or "\x00" in n)
 
 
-def load_zip(z, name, weights_only, corrupt):
-    """Load a torch-format archive `z` (a ZipFile over the file's bytes)."""
+def load_zip(z, data, name, weights_only, corrupt):
+    """Load a torch-format archive `z` (a ZipFile over the file's bytes, `data`)."""
     infos = {i.filename: i for i in z.infolist()}
     for n in infos:
         if not _safe_name(n):
@@ -465,7 +466,7 @@ def load_zip(z, name, weights_only, corrupt):
         if info.file_size != nbytes:
             raise corrupt(f"storage {key} has {info.file_size} bytes, expected {nbytes} ({numel} elements of "
                           f"{stype.name})")
-        st = storages[key] = _storage(_read(z, info, corrupt), stype)
+        st = storages[key] = _storage(_stored_bytes(data, info, corrupt) or _read(z, info, corrupt), stype)
         return st
 
     return _unpickle(_read(z, infos[pkls[0]], corrupt), persistent_load, weights_only, corrupt)
@@ -485,7 +486,7 @@ def _storage_record(pid, n):
 
 
 def _storage(raw, stype):
-    arr = np.frombuffer(bytearray(raw), dtype=stype.np)
+    arr = np.frombuffer(raw, dtype=stype.np).copy()     # one copy, writable
     if stype.name == _BF16:
         warnings.warn("tracejit has no bfloat16 dtype: bfloat16 tensors are loaded as float32 (exactly)")
         return _LoadedStorage((arr.astype(np.uint32) << 16).view(np.float32), stype)
@@ -562,7 +563,7 @@ def load_legacy(data, weights_only, corrupt):
             if key not in where:
                 raise _Malformed(f"storage {key} is not in the file")
             at = where[key]
-            storages[key] = _storage(data[at:at + numel * stype.np.itemsize], stype)
+            storages[key] = _storage(memoryview(data)[at:at + numel * stype.np.itemsize], stype)
         return storages[key]
 
     return _unpickle(data[start:end], persistent_load, weights_only, corrupt)
@@ -570,6 +571,21 @@ def load_legacy(data, weights_only, corrupt):
 
 def _no_storage(pid):
     raise _Malformed("a storage record outside the object pickle")
+
+
+def _stored_bytes(data, info, corrupt):
+    """A stored (uncompressed) member's bytes as a view of the file's bytes, CRC-checked; None if compressed."""
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    off = info.header_offset
+    head = data[off:off + 30]
+    if len(head) < 30 or head[:4] != b"PK\x03\x04":
+        raise corrupt(f"{info.filename}: bad local header")
+    start = off + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+    view = memoryview(data)[start:start + info.file_size]
+    if len(view) != info.file_size or zlib.crc32(view) != info.CRC:
+        raise corrupt(f"{info.filename}: bad CRC-32 or cut off")
+    return view
 
 
 def _read(z, info, corrupt):

@@ -238,7 +238,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         if _PREFIX + "data.json" not in names:
             if any(n.endswith("data.pkl") for n in names):
                 from ._torch_format import load_zip
-                return load_zip(z, name, weights_only, lambda why: _corrupt(name, why))
+                return load_zip(z, data, name, weights_only, lambda why: _corrupt(name, why))
             raise RuntimeError(f"tracejit.load: {name} is a zip archive but not a checkpoint (it has neither "
                                f"<archive>/data.pkl nor {_PREFIX}data.json)")
         r = _Reader(z, None, name)
