@@ -50,7 +50,7 @@ def main():
     node, depth = loss.grad_fn, 0
     while node is not None:
         print("  " * depth + node.name())
-        nxt = [e[0] for e in node.next_functions if e is not None and e[0] is not None]
+        nxt = [fn for fn, _ in node.next_functions if fn is not None]
         node, depth = (nxt[0] if nxt else None), depth + 1
     (g_eager,) = torch.autograd.grad(loss, w)
 

@@ -17,9 +17,8 @@ def grad_fn_chain(t):
         seen.add(id(node))
         extra = f" (leaf {list(node.variable.shape)})" if node.name() == "AccumulateGrad" else ""
         lines.append("  " * depth + node.name() + extra)
-        for e in node.next_functions:
-            if e is not None:
-                walk(e[0], depth + 1)
+        for fn, _ in node.next_functions:
+            walk(fn, depth + 1)
     walk(t.grad_fn, 0)
     return "\n".join(lines)
 

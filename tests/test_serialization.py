@@ -94,21 +94,32 @@ class Custom:
     ({(1, 2): 3}, "key of type tuple"),
     ({1, 2}, "set"),
 ])
-def test_save_refuses_objects_that_are_not_data(obj, match):
+def test_data_only_format_refuses_objects(obj, match):
     with pytest.raises(TypeError, match=match) as e:
-        tj.save(obj, io.BytesIO())
+        tj.save(obj, io.BytesIO(), format="tracejit")
     assert "can never run code" in str(e.value) or "key" in str(e.value)
 
 
-def test_load_refuses_pickles_and_foreign_files(tmp_path):
+def test_data_only_format_round_trip():
+    buf = io.BytesIO()
+    sd = nn.Linear(3, 2).state_dict()
+    tj.save({"sd": sd, "h": tj.ones(2, dtype=tj.float16)}, buf, format="tracejit")
+    assert b"tracejit/data.json" in buf.getvalue()
+    buf.seek(0)
+    out = tj.load(buf)
+    assert list(out["sd"]) == ["weight", "bias"] and out["h"].dtype is tj.float16
+    np.testing.assert_array_equal(out["sd"]["weight"].numpy(), sd["weight"].numpy())
+
+
+def test_load_refuses_bare_pickles_and_foreign_files(tmp_path):
     p = tmp_path / "evil.pt"
     p.write_bytes(pickle.dumps({"a": 1}))
-    with pytest.raises(RuntimeError, match="not a tracejit checkpoint.*pickle"):
+    with pytest.raises(RuntimeError, match="not a checkpoint.*pickle"):
         tj.load(p)
     z = tmp_path / "other.zip"
     with zipfile.ZipFile(z, "w") as f:
-        f.writestr("archive/data.pkl", b"\x80\x04N.")
-    with pytest.raises(RuntimeError, match="PyTorch checkpoint"):
+        f.writestr("x.txt", b"hello")
+    with pytest.raises(RuntimeError, match="not a checkpoint"):
         tj.load(z)
     e = tmp_path / "empty.pt"
     e.write_bytes(b"")
@@ -116,16 +127,17 @@ def test_load_refuses_pickles_and_foreign_files(tmp_path):
         tj.load(e)
 
 
-def test_truncated_or_corrupted_file_gives_clear_error(tmp_path):
+@pytest.mark.parametrize("fmt,member", [("torch", "archive/data/0"), ("tracejit", "tracejit/tensors/0")])
+def test_truncated_or_corrupted_file_gives_clear_error(tmp_path, fmt, member):
     p = tmp_path / "m.pt"
-    tj.save(nn.Linear(20, 20).state_dict(), p)
+    tj.save(nn.Linear(20, 20).state_dict(), p, format=fmt)
     data = p.read_bytes()
     for cut in (len(data) // 2, len(data) - 10, 30):
         p.write_bytes(data[:cut])
         with pytest.raises(RuntimeError, match="corrupted or truncated"):
             tj.load(p)
     bad = bytearray(data)
-    i = data.index(b"tracejit/tensors/0") + len("tracejit/tensors/0") + 40  # inside the tensor bytes
+    i = data.index(member.encode()) + len(member) + 100  # inside the tensor bytes (after the 64-byte alignment)
     bad[i] ^= 0xFF
     p.write_bytes(bytes(bad))
     with pytest.raises(RuntimeError, match="corrupted or truncated"):

@@ -31,6 +31,7 @@ from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, s
 from . import autograd
 from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled
 from .autograd.grad_mode import is_inference_mode_enabled
+from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled, set_anomaly_enabled
 from .tracing.errors import TraceError
 from . import nn
 
@@ -48,6 +49,34 @@ def is_floating_point(t):
 
 def numel(t):
     return t.numel()
+
+
+def is_complex(t):
+    return t.is_complex()
+
+
+def is_conj(t):
+    return t.is_conj()
+
+
+def is_inference(t):
+    return t.is_inference()
+
+
+def conj(t):
+    """The conjugate of a real tensor is the tensor itself (tracejit has no complex dtypes)."""
+    return t.conj()
+
+
+def resolve_conj(t):
+    return t
+
+
+resolve_neg = resolve_conj
+
+
+def conj_physical(t):
+    return t.conj_physical()
 
 
 def result_type(a, b):
@@ -91,6 +120,8 @@ from . import optim, utils
 from .serialization import save, load
 from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402
 from .explain import explain  # noqa: E402,F811  (tracejit.explain(fn, *args): see tracejit/explain.py)
+from ._out import add_out as _add_out  # noqa: E402
+_add_out(globals(), (_E,))      # out= on the creation functions and the ops PyTorch gives it (tracejit/_out.py)
 
 
 def set_num_threads(n):

@@ -24,9 +24,11 @@ class _State(threading.local):
     # attribute (every thread sees it; set it with set_cuda_dispatch, not STATE.cuda = ...)
     cuda = None
     anomaly = property(lambda self: _GLOBAL["anomaly"], lambda self, v: _GLOBAL.__setitem__("anomaly", v))
+    # anomaly mode's check_nan (set_detect_anomaly(True, check_nan=False) records stacks without NaN checks)
+    anomaly_nan = property(lambda self: _GLOBAL["anomaly_nan"], lambda self, v: _GLOBAL.__setitem__("anomaly_nan", v))
 
 
-_GLOBAL = {"anomaly": False}
+_GLOBAL = {"anomaly": False, "anomaly_nan": True}
 
 
 def set_cuda_dispatch(fn):

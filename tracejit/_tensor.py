@@ -61,6 +61,8 @@ def check_device(dev):
 _new = object.__new__
 _next_serial = SERIAL.__next__
 _engine = None      # tracejit.autograd.engine, once Tensor.backward first runs
+INFERENCE_INPLACE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+                     "to get a normal tensor before doing inplace update.")
 
 
 class _Version:
@@ -74,6 +76,7 @@ class _Version:
 class Tensor:
     __slots__ = ("_data", "_value", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_version", "_base",
                  "_hooks", "_retains_grad", "_serial", "__weakref__", "__dict__")
+    _inference = False      # made in inference mode (set in the instance's __dict__ only then)
 
     # -------------------------------------------------------------- construction
     def __init__(self, *args, dtype=None, device=None):
@@ -98,6 +101,8 @@ class Tensor:
         self._hooks = None
         self._retains_grad = False
         self._serial = _next_serial()
+        if STATE.inference:
+            self._inference = True
 
     @staticmethod
     def _wrap(arr):
@@ -179,7 +184,26 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def is_complex(self):
+        return False        # tracejit has no complex dtypes
+
+    def is_conj(self):
         return False
+
+    def conj(self):
+        """The conjugate: a real tensor is its own (PyTorch returns the tensor itself)."""
+        return self
+
+    resolve_conj = resolve_neg = conj
+
+    def conj_physical(self):
+        return self.clone()
+
+    def is_neg(self):
+        return False
+
+    def is_inference(self):
+        """Was this tensor made in inference mode (or is it a view of such a tensor)?"""
+        return self._inference
 
     def stride(self, dim=None):
         from .tracing.layout import strides_of
@@ -234,6 +258,8 @@ class Tensor:
             return
         if flag and not self.dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if flag and self._inference and not STATE.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         self._requires_grad = flag
 
     def requires_grad_(self, requires_grad=True):
@@ -310,6 +336,8 @@ class Tensor:
         t._base = self._base
         if self._data is None and "_layout" in self.__dict__:
             t.__dict__["_layout"] = self.__dict__["_layout"]
+        if self._inference:
+            t._inference = True
         return t
 
     def detach_(self):

@@ -127,7 +127,7 @@ def _finish(t, requires_grad, device=None):
     return t
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+def zeros(*size, dtype=None, device=None, requires_grad=False):
     return _finish(Tensor._wrap(np.zeros(_shape(size), _dt(dtype).np)), requires_grad, device)
 
 

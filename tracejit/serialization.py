@@ -1,15 +1,20 @@
-"""tracejit.save / tracejit.load: tensors, state_dicts and nested containers of them, in a format that
-cannot run code when loaded.
+"""tracejit.save / tracejit.load: PyTorch's checkpoint format (tracejit/_torch_format.py), both ways.
 
-A checkpoint is a zip archive (stored, not compressed) holding
+`save` writes what `torch.save` writes: a zip archive with the object pickled in `data.pkl` and each tensor
+storage as raw bytes, so `torch.load(f)` (weights_only=True, its default) reads a state_dict or a checkpoint
+dict that tracejit saved, and `tracejit.load` reads the ones torch saved. Like `torch.save`, it pickles any
+object (a whole Module too); like `torch.load`, `load` by default (weights_only=True) rebuilds only tensors,
+Parameters, containers and plain values and never runs code from the file, and `weights_only=False` is the
+explicit opt-in to unpickle anything, for files you trust.
+
+`save(..., format="tracejit")` writes tracejit's earlier data-only format, which `load` still reads:
   - `tracejit/version`: the format version,
   - `tracejit/data.json`: the object tree as tagged JSON (tensors referenced by number),
   - `tracejit/tensors/<k>`: each tensor's raw little-endian bytes, C order.
-Only data can be represented: tensors, Parameters, None, bools, ints, floats, strings, bytes, dtypes, Sizes,
-and dicts (plain, OrderedDict, Counter), lists and tuples of them. Anything else (a Module, a function, an
-arbitrary class) is refused when saving, the way PyTorch's `weights_only=True` refuses it when loading, and
-loading never imports or calls anything. Zip's CRC-32 per member catches corrupted bytes; a truncated file
-has no central directory and is reported as such.
+Only data can be represented there: tensors, Parameters, None, bools, ints, floats, strings, bytes, dtypes,
+Sizes, and dicts (plain, OrderedDict, Counter), lists and tuples of them; anything else is refused when saving.
+Zip's CRC-32 per member catches corrupted bytes; a truncated file has no central directory and is reported
+as such.
 """
 import base64
 import collections
@@ -96,8 +101,13 @@ class _Writer:
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
-         _disable_byteorder_record=False):
-    """Save `obj` (tensors, state_dicts, nested containers of them) to a path or a binary file object."""
+         _disable_byteorder_record=False, *, format="torch"):
+    """Save `obj` to a path or a binary file object, in PyTorch's format (or format="tracejit": data only)."""
+    if format == "torch":
+        from ._torch_format import save as save_torch
+        return save_torch(obj, f)
+    if format != "tracejit":
+        raise ValueError(f"tracejit.save: format must be 'torch' or 'tracejit', got {format!r}")
     w = _Writer()
     tree = w.encode(obj, "obj")
     header = {"format": "tracejit", "version": FORMAT_VERSION, "root": tree,
@@ -188,11 +198,13 @@ class _Reader:
 
 def _corrupt(name, why):
     return RuntimeError(f"tracejit.load: {name} is corrupted or truncated ({why}); it cannot be loaded. Save it "
-                        "again with tracejit.save.")
+                        "again.")
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
-    """Load what `save` stored. Never runs code from the file: `weights_only` is always in effect."""
+    """Load what `save` or `torch.save` stored. weights_only=True (the default, as in PyTorch 2.6+): only
+    tensors, Parameters, containers and plain values, and nothing in the file can run code; weights_only=False
+    unpickles any object, which can run code: only for files from a trusted source."""
     if map_location is not None:
         from ._tensor import device as _device
         if not callable(map_location) and not isinstance(map_location, dict):
@@ -200,6 +212,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             if d.type != "cpu":
                 from ._tensor import check_device
                 check_device(d)
+    weights_only = True if weights_only is None else bool(weights_only)
     own = isinstance(f, (str, os.PathLike))
     name = repr(os.fspath(f)) if own else "the file object"
     if own:
@@ -208,13 +221,14 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     else:
         data = f.read()
     if len(data) == 0:
-        raise RuntimeError(f"tracejit.load: {name} is empty: it is not a tracejit checkpoint (or it was truncated "
-                           "to nothing)")
+        raise RuntimeError(f"tracejit.load: {name} is empty: it is not a checkpoint (or it was truncated to nothing)")
+    if data.startswith(b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."):   # the pickled magic number of PyTorch < 1.6
+        from ._torch_format import load_legacy
+        return load_legacy(data, weights_only, lambda why: _corrupt(name, why))
     if not data.startswith(b"PK"):
-        hint = " (it looks like a pickle, which tracejit never loads because unpickling can run code)" \
-            if data[:1] == b"\x80" else ""
-        raise RuntimeError(f"tracejit.load: {name} is not a tracejit checkpoint{hint}: expected a zip archive "
-                           "written by tracejit.save")
+        hint = " (it looks like a bare pickle, not a checkpoint written by torch.save)" if data[:1] == b"\x80" else ""
+        raise RuntimeError(f"tracejit.load: {name} is not a checkpoint{hint}: expected a zip archive written by "
+                           "tracejit.save or torch.save")
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
@@ -223,10 +237,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         names = set(z.namelist())
         if _PREFIX + "data.json" not in names:
             if any(n.endswith("data.pkl") for n in names):
-                raise RuntimeError(f"tracejit.load: {name} is a PyTorch checkpoint (pickle-based); tracejit does not "
-                                   "unpickle files. Load it with torch, convert tensors to numpy, and save those.")
-            raise RuntimeError(f"tracejit.load: {name} is a zip archive but not a tracejit checkpoint (it has no "
-                               f"{_PREFIX}data.json)")
+                from ._torch_format import load_zip
+                return load_zip(z, data, name, weights_only, lambda why: _corrupt(name, why))
+            raise RuntimeError(f"tracejit.load: {name} is a zip archive but not a checkpoint (it has neither "
+                               f"<archive>/data.pkl nor {_PREFIX}data.json)")
         r = _Reader(z, None, name)
         try:
             header = json.loads(r.member(_PREFIX + "data.json").decode("utf-8"))

@@ -24,7 +24,7 @@ def _topo(roots):
     node = roots[0]
     while node is not None:
         nxt = None
-        for e in node.next_functions:
+        for e in node.edges:
             if e is not None and e[0] is not nxt:
                 if nxt is not None:
                     return order + _dfs([node])
@@ -41,14 +41,14 @@ def _dfs(roots):
         if root is None or root in seen:
             continue
         seen.add(root)
-        stack = [(root, iter(root.next_functions))]
+        stack = [(root, iter(root.edges))]
         while stack:
             node, it = stack[-1]
             for e in it:
                 if e is not None and e[0] not in seen:
                     nxt = e[0]
                     seen.add(nxt)
-                    stack.append((nxt, iter(nxt.next_functions)))
+                    stack.append((nxt, iter(nxt.edges)))
                     break
             else:
                 stack.pop()
@@ -96,7 +96,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
         targets = {k[0] for k in capture}
         needed = set()
         for node in reversed(order):
-            if node in targets or any(e is not None and e[0] in needed for e in node.next_functions):
+            if node in targets or any(e is not None and e[0] in needed for e in node.edges):
                 needed.add(node)
         order = [n for n in order if n in needed]
     results = [None] * (len(inputs) if inputs is not None else 0)
@@ -126,23 +126,20 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                 if accumulate and (capture is None or (node, 0) in capture):
                     _accumulate(node.variable, buf[0], create_graph)
                 continue
-            if type(node) is OpNode:
+            if isinstance(node, OpNode):
                 grads_in = node.op.vjp(node, *buf)      # node.apply(buf), one call less
             else:
                 grads_in = node.apply(buf)
             if type(grads_in) is not tuple and not isinstance(grads_in, (tuple, list)):
                 grads_in = (grads_in,)
             if node._post_hooks:
-                for h in list(node._post_hooks.values()):
-                    r = h(grads_in, tuple(buf))
-                    if r is not None:
-                        grads_in = r
-            if STATE.anomaly:
+                grads_in = _post_hooks(node, grads_in, buf)
+            if STATE.anomaly and STATE.anomaly_nan:
                 _check_nan(node, grads_in)
             shapes = node.shapes
             dtypes = node.dtypes
             i = -1
-            for e, g in zip(node.next_functions, grads_in):
+            for e, g in zip(node.edges, grads_in):
                 i += 1
                 if e is None or g is None:
                     continue
@@ -166,11 +163,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
 
 def _pre_hooks(node, buf, create_graph):
-    if node._pre_hooks:
-        for h in list(node._pre_hooks.values()):
-            r = h(tuple(buf))
-            if r is not None:
-                buf = list(r)
+    """PyTorch's order: hooks of the output tensors, then retain_grad, then the node's own pre-hooks."""
     if node._tensor_hooks:
         for nr, hooks in node._tensor_hooks.items():
             for h in list(hooks.values()):
@@ -189,7 +182,27 @@ def _pre_hooks(node, buf, create_graph):
             r = h(buf[0])
             if r is not None:
                 buf[0] = r
+    if node._pre_hooks:
+        for h in list(node._pre_hooks.values()):
+            r = h(tuple(buf))
+            if r is not None:
+                buf = list(r)
     return buf
+
+
+def _post_hooks(node, grads_in, buf):
+    """Node.register_hook hooks: fn(grad_inputs, grad_outputs), grad_inputs as the node's next_functions."""
+    pos = node._visible() if isinstance(node, OpNode) else range(len(grads_in))
+    grads_in = list(grads_in)
+    for h in list(node._post_hooks.values()):
+        r = h(tuple([grads_in[i] for i in pos]), tuple(buf))
+        if r is not None:
+            if len(r) != len(pos):
+                raise RuntimeError(f"hook '{getattr(h, '__name__', h)}' has returned an incorrect number of values "
+                                   f"(got {len(r)}, but expected {len(pos)})")
+            for i, g in zip(pos, r):
+                grads_in[i] = g
+    return tuple(grads_in)
 
 
 def _accumulate(t, g, create_graph):

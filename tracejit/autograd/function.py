@@ -40,15 +40,28 @@ class FunctionCtx:
 
 
 class BackwardCFunction(Node):
-    def __init__(self, cls, ctx, nargs):
+    """grad_fn of a custom Function; each Function class gets its own subclass named `<ClassName>Backward`
+    (backward_class). As in PyTorch the node reads through to the ctx: `y.grad_fn.saved_tensors`, attributes
+    set on ctx in forward. Its edges are the tensor arguments only; backward returns one gradient per argument."""
+
+    def __init__(self, cls, ctx, tensor_args):
         super().__init__()
         self._cls = cls
         self.ctx = ctx
+        self._tensor_args = tensor_args     # positions of the tensor arguments among forward's arguments
         self._shapes_out = ()
         self.nout = 1
 
     def name(self):
-        return self._cls.__name__ + "Backward"
+        return type(self).__name__
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("ctx", "_cls", "_tensor_args"):
+            raise AttributeError(name)
+        try:
+            return getattr(self.ctx, name)
+        except AttributeError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'") from None
 
     def apply(self, grads):
         from ..creation import zeros
@@ -58,10 +71,23 @@ class BackwardCFunction(Node):
         res = self._cls.backward(ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)
-        return res
+        nargs = len(ctx.needs_input_grad)
+        if len(res) < nargs or (len(res) > nargs and any(r is not None for r in res[nargs:])):
+            raise RuntimeError(f"function {type(self).__name__} returned an incorrect number of gradients "
+                               f"(expected {nargs}, got {len(res)})")
+        return tuple(res[i] for i in self._tensor_args)
 
     def release(self):
         self.ctx.to_save = None
+
+
+def backward_class(cls):
+    """The node class of Function `cls`: `<ClassName>Backward`, made once per Function class."""
+    node_cls = cls.__dict__.get("_backward_cls")
+    if node_cls is None:
+        node_cls = type(cls.__name__ + "Backward", (BackwardCFunction,), {"__module__": __name__})
+        cls._backward_cls = node_cls
+    return node_cls
 
 
 class Function:
@@ -101,12 +127,13 @@ class Function:
         outs = (out,) if single else out
         outs = tuple(o.detach() if isinstance(o, Tensor) and any(o is a for a in args) else o for o in outs)
         if prev and any(ctx.needs_input_grad):
-            node = BackwardCFunction(cls, ctx, len(args))
-            node.next_functions = tuple(edge_of(a) if isinstance(a, Tensor) else None for a in args)
+            tensor_args = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+            node = backward_class(cls)(cls, ctx, tensor_args)
+            node.edges = tuple(edge_of(args[i]) for i in tensor_args)
             node._shapes_out = tuple((tuple(o.shape), o.dtype) if isinstance(o, Tensor) else ((), None) for o in outs)
             node.nout = len(outs)
-            node.shapes = tuple(tuple(a.shape) if isinstance(a, Tensor) else None for a in args)
-            node.dtypes = tuple(a.dtype if isinstance(a, Tensor) else None for a in args)
+            node.shapes = tuple(tuple(args[i].shape) for i in tensor_args)
+            node.dtypes = tuple(args[i].dtype for i in tensor_args)
             ctx._node = node
             for i, o in enumerate(outs):
                 if isinstance(o, Tensor) and o.dtype.is_floating_point and id(o) not in ctx.non_differentiable:

@@ -2,7 +2,7 @@
 import functools
 import weakref
 
-from .._dtype import _FROM_NP
+from .._dtype import _FROM_NP, bool_ as _BOOL
 from .._state import STATE
 from .._tensor import Tensor
 
@@ -36,7 +36,7 @@ class Node:
     _tensor_hooks = None    # output_nr -> {key: hook} (Tensor.register_hook on non-leaves)
     _retained = None        # output_nr -> weakref(tensor) (retain_grad)
     _trace = None           # forward stack, recorded in anomaly mode
-    next_functions = ()
+    edges = ()              # per input: the (node, output_nr) its gradient goes to, or None (the engine's view)
     nout = 1                # how many outputs (gradient slots) the node has
     shapes = None           # per input: the shape and dtype its gradient is fitted to (None: as it comes)
     dtypes = None
@@ -51,6 +51,11 @@ class Node:
 
     def name(self):
         return type(self).__name__
+
+    @property
+    def next_functions(self):
+        """PyTorch's view of `edges`: (node, output_nr) pairs, (None, 0) for an input that needs no gradient."""
+        return tuple([e or NO_EDGE for e in self.edges])
 
     def register_hook(self, fn):
         """fn(grad_inputs, grad_outputs) -> new grad_inputs or None, called after this node runs."""
@@ -78,8 +83,14 @@ class Node:
         return self.apply(grads)
 
 
+NO_EDGE = (None, 0)     # PyTorch's next_functions entry for an input that needs no gradient
+
+
 class OpNode(Node):
-    """grad_fn of a registry op: applies the op's VJP rule; doubles as the rule's `ctx`."""
+    """grad_fn of a registry op: applies the op's VJP rule; doubles as the rule's `ctx`.
+
+    Each node is an instance of a subclass named as PyTorch names its node (`MulBackward0`), made once per
+    name from the registry entry's `grad_name` (node_class)."""
     __slots__ = ()
     _saved_in = None        # tuple of args as given (tensors and scalars)
     _in_versions = None
@@ -93,9 +104,26 @@ class OpNode(Node):
         self.attrs = attrs
         self.nout = op.nout
 
-    def name(self):
-        n = self.op.grad_name
-        return n if type(n) is str else n(self.attrs)  # a callable names the node from its attributes
+    def _visible(self):
+        """Positions of the arguments PyTorch's node has an edge for: the differentiable arguments of the op's
+        signature, not index, mask or target tensors, nor Python scalars except those it wraps as tensors
+        (x * 2, where(c, x, 0.) have an edge (None, 0) for the number; pow(x, 2) has none)."""
+        elementwise = self.op.kind == "elementwise"
+        scalars = elementwise and getattr(self.op, "scalar_edges", True)
+        out = []
+        for i, d in enumerate(self.dtypes):
+            if d is None:       # a Python scalar or None
+                if not scalars:
+                    continue
+            elif d is _BOOL or (not d.is_floating_point and not elementwise):
+                continue
+            out.append(i)
+        return out
+
+    @property
+    def next_functions(self):
+        edges = self.edges
+        return tuple([edges[i] or NO_EDGE for i in self._visible()])
 
     # ------------------------------------------------------------ what a VJP rule reads
     @property
@@ -181,6 +209,18 @@ def accumulate_node(t):
     return node
 
 
+_NODE_CLASSES = {}
+
+
+def node_class(name):
+    """The OpNode subclass called `name` (one per name, as PyTorch has one class per backward formula)."""
+    cls = _NODE_CLASSES.get(name)
+    if cls is None:
+        cls = _NODE_CLASSES[name] = type(name, (OpNode,), {"__slots__": (), "__module__": "builtins",
+                                                            "__qualname__": name})
+    return cls
+
+
 def edge_of(t):
     """The (node, output_nr) a gradient for tensor `t` flows into, or None."""
     if not t._requires_grad:
@@ -190,9 +230,19 @@ def edge_of(t):
     return (accumulate_node(t), 0)
 
 
+INFERENCE_SAVED = ("Inference tensors cannot be saved for backward. Please do not use Tensors created in inference "
+                   "mode in computation tracked by autograd. To work around this, you can make a clone to get a "
+                   "normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+                   "`torch.inference_mode()`.")
+
+
 def record(op, args, outs, attrs):
     """Attach a grad_fn for `op` to `outs` (called by registry.apply when an input requires grad)."""
-    node = OpNode(op, attrs)
+    name = op.grad_name
+    if type(name) is not str:
+        name = name(attrs, args)    # a callable names the node from the op's call (SumBackward0 / 1)
+    cls = _NODE_CLASSES.get(name)
+    node = (cls or node_class(name))(op, attrs)
     n = len(args)
     edges, shapes, dtypes = [None] * n, [None] * n, [None] * n   # filled by index: no append calls
     for i, a in enumerate(args):
@@ -207,7 +257,7 @@ def record(op, args, outs, attrs):
             else:
                 shapes[i] = tuple(a._value.shape)
                 dtypes[i] = a._value.dtype
-    node.next_functions = tuple(edges)
+    node.edges = tuple(edges)
     node.shapes = tuple(shapes)
     node.dtypes = tuple(dtypes)
     saves = op.saves
@@ -216,8 +266,11 @@ def record(op, args, outs, attrs):
         reads = op.reads  # which saved inputs the VJP reads the values of: only those are version-checked
         versions = [None] * n
         for i, a in enumerate(args):
-            if isinstance(a, Tensor) and (reads is None or reads(i, args)):
-                versions[i] = a._version.v
+            if isinstance(a, Tensor):
+                if a._inference:
+                    raise RuntimeError(INFERENCE_SAVED)
+                if reads is None or reads(i, args):
+                    versions[i] = a._version.v
         node._in_versions = tuple(versions)
     if "o" in saves:
         keep = op.saved_outputs

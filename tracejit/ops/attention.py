@@ -133,7 +133,7 @@ def _vjp(c, g):
     q, k, v = ins[:3]
     mask = ins[3] if len(ins) > 3 else None
     a = c.attrs
-    mask_grad = mask is not None and c.next_functions[3] is not None
+    mask_grad = mask is not None and c.edges[3] is not None
     if STATE.grad_enabled or mask_grad:
         # create_graph (the gradient is differentiated again) or a float mask that requires grad (rare): the
         # rule through ops; otherwise the one backward op below

@@ -98,13 +98,13 @@ def _geom(c):
 def _conv_vjp(c, g):
     x, w = c.inputs[:2]
     gx = gw = None
-    if c.next_functions[0] is not None:
+    if c.edges[0] is not None:
         gx = apply(OPS["conv2d_backward_input"], g, w, input_shape=tuple(x.shape), **_geom(c))
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         gw = apply(OPS["conv2d_backward_weight"], x, g, weight_shape=tuple(w.shape), **_geom(c))
     if len(c.inputs) == 2:
         return gx, gw
-    gb = apply(OPS["sum"], g, dims=(0, 2, 3), keepdim=False) if c.next_functions[2] is not None else None
+    gb = apply(OPS["sum"], g, dims=(0, 2, 3), keepdim=False) if c.edges[2] is not None else None
     return gx, gw, gb
 
 
@@ -119,9 +119,9 @@ def _bwd_input_vjp(c, h):
     # z = A_w^T g  =>  dz/dg^T h = conv(h, w),  dz/dw^T h = backward_weight(h, g)
     g, w = c.inputs
     gg = gw = None
-    if c.next_functions[0] is not None:
+    if c.edges[0] is not None:
         gg = _crop(apply(OPS["conv2d"], h, w, **_geom(c)), g.shape)
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         gw = apply(OPS["conv2d_backward_weight"], h, g, weight_shape=tuple(w.shape), **_geom(c))
     return gg, gw
 
@@ -146,9 +146,9 @@ def _bwd_weight_vjp(c, k):
     # z = dW(x, g) = d/dw <conv(x, w), g>  =>  dz/dx^T k = backward_input(g, k),  dz/dg^T k = conv(x, k)
     x, g = c.inputs
     gx = gg = None
-    if c.next_functions[0] is not None:
+    if c.edges[0] is not None:
         gx = apply(OPS["conv2d_backward_input"], g, k, input_shape=tuple(x.shape), **_geom(c))
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         gg = _crop(apply(OPS["conv2d"], x, k, **_geom(c)), g.shape)
     return gx, gg
 

@@ -289,7 +289,7 @@ def _div_vjp(c, g):
 
 
 def _needs(c, i):
-    return c.next_functions[i] is not None
+    return c.edges[i] is not None
 
 
 def _pow_vjp(c, g):
@@ -415,6 +415,16 @@ def _lerp_meta(s, e, w):
 
 defop("lerp", lambda s, e, w: (s + w * (e - s)).astype(s.dtype, copy=False), _lerp_meta, _lerp_vjp,
       kind="elementwise", expr="({0} + {2} * ({1} - {0}))", saves="i")
+
+
+# PyTorch's node names where they are not the op's name in CamelCase, and its edges: pow(x, 2) and lerp(a, b, 0.5)
+# take a Python scalar as a Scalar argument (no edge), where x * 2 wraps it as a tensor (an edge (None, 0))
+OPS_["pow"].grad_name = lambda attrs, args: ("PowBackward2" if _is_scalar(args[0]) else
+                                             "PowBackward0" if _is_scalar(args[1]) else "PowBackward1")
+OPS_["pow"].scalar_edges = False
+OPS_["lerp"].scalar_edges = False
+OPS_["log1p"].grad_name = "Log1PBackward0"
+OPS_["clamp"].grad_name = "ClampBackward1"      # bounds are Python numbers here (PyTorch's clamp.Scalar)
 
 
 # ----------------------------------------------------------------------------- public functions

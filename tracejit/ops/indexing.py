@@ -61,7 +61,7 @@ def _index_backward_np(g, *idx, shape, spec):
     return z
 
 
-def _slice_grad_name(attrs):
+def _slice_grad_name(attrs, args=None):
     # PyTorch applies the index items in order; its grad_fn is the last non-trivial one
     last = None
     for s in attrs["spec"]:
@@ -97,7 +97,7 @@ def _index_put_vjp(c, g):
     spec = c.attrs["spec"]
     gx = g if c.attrs["accumulate"] else apply(OPS["index_put"], g, 0.0, *idx, spec=spec, accumulate=False)
     gv = None
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         gv = apply(OPS["index"], g, *idx, spec=spec)
     return (gx, gv) + (None,) * len(idx)
 
@@ -202,7 +202,7 @@ def index_put(x, indices, values, accumulate=False):
 def setitem(x, index, value):
     from .._tensor import Tensor
     from .._state import STATE
-    if STATE.tracer is None and x._data is not None and not (STATE.grad_enabled and (
+    if STATE.tracer is None and x._data is not None and not x._inference and not (STATE.grad_enabled and (
             x._requires_grad or (isinstance(value, Tensor) and value._requires_grad))):
         # eager, no autograd: write straight into the buffer
         spec, tensors = _prepare(x, index)
@@ -363,7 +363,7 @@ def _scatter_vjp(c, g):
         raise RuntimeError("scatter with reduce='multiply' has no derivative in tracejit (nor in PyTorch)")
     gx = g if red else scatter(g, dim, index, 0.0)
     gs = None
-    if c.next_functions[2] is not None:
+    if c.edges[2] is not None:
         gs = gather(g, dim, index)
         if tuple(gs.shape) != c.shapes[2]:
             from ..creation import zeros

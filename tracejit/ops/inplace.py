@@ -23,7 +23,9 @@ def _snapshot(t):
 
 def inplace(self, compute, args=()):
     """Update `self` with `compute(old_self)`; `args` are the other tensor operands (for autograd)."""
-    from .._tensor import Tensor
+    from .._tensor import Tensor, INFERENCE_INPLACE
+    if self._inference and not STATE.inference:
+        raise RuntimeError(INFERENCE_INPLACE)
     grad = STATE.grad_enabled
     if grad and self._requires_grad and self.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")

@@ -33,9 +33,9 @@ def _mT(x):
 
 def _matmul_vjp(c, g):
     a, b = c.inputs
-    ga = apply(OPS["matmul"], g, _mT(b)) if c.next_functions[0] is not None else None
+    ga = apply(OPS["matmul"], g, _mT(b)) if c.edges[0] is not None else None
     gb = None
-    if c.next_functions[1] is not None:
+    if c.edges[1] is not None:
         if len(c.shapes[1]) == 2 and len(c.shapes[0]) > 2:
             # the weight's gradient of a batched Linear: one a^T @ g over all rows, not a product per batch
             # element summed afterwards ([batch, K, N] in memory)
@@ -211,7 +211,7 @@ def _einsum_vjp(c, g):
     xs = c.inputs
     grads = []
     for i, t in enumerate(terms):
-        if c.next_functions[i] is None:
+        if c.edges[i] is None:
             grads.append(None)
             continue
         u = "".join(dict.fromkeys(t))   # the operand's distinct subscripts (t repeats some for a diagonal)

@@ -42,6 +42,22 @@ Tensor.H = Tensor.T
 Tensor.__getitem__ = I.getitem
 Tensor.__setitem__ = I.setitem
 Tensor.expand = lambda self, *sizes: S.expand(self, *sizes)
+
+
+def _flip(self, *dims, **kwargs):
+    """x.flip(0, 1), x.flip((0, 1)), x.flip(dims=[0]): the method takes dims as varargs too, as PyTorch's."""
+    if "dims" in kwargs:
+        if dims:
+            raise TypeError("flip() got multiple values for argument 'dims'")
+        dims = kwargs.pop("dims")
+    elif len(dims) == 1 and not isinstance(dims[0], int):
+        dims = dims[0]
+    if kwargs:
+        raise TypeError(f"flip() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    return S.flip(self, dims)
+
+
+Tensor.flip = _flip
 Tensor.view_as = lambda self, other: S.view(self, tuple(other.shape))
 Tensor.reshape_as = lambda self, other: S.reshape(self, tuple(other.shape))
 Tensor.type_as = lambda self, other: self.to(other.dtype)
@@ -102,7 +118,8 @@ for name, fn in [("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.d
                  ("mod", E.remainder), ("pow", E.pow), ("matmul", L.matmul), ("and", E.bitwise_and),
                  ("or", E.bitwise_or), ("xor", E.bitwise_xor)]:
     setattr(Tensor, f"__{name}__", _binary(fn))
-    setattr(Tensor, f"__r{name}__", _binary(fn, True))
+    # 3 * x is x * 3 for the commutative ops, as in PyTorch (the tensor is the node's first input)
+    setattr(Tensor, f"__r{name}__", _binary(fn, name not in ("add", "mul")))
     setattr(Tensor, f"__i{name}__", _iop(fn))
 for name, fn in [("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt), ("ge", E.ge)]:
     setattr(Tensor, f"__{name}__", _binary(fn))
@@ -199,7 +216,7 @@ def fill_(self, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} "
                                f"dimensions.")
         return inplace(self, lambda s: expand(value.to(self.dtype), tuple(self.shape)), (value,))
-    if self._data is not None and self.grad_fn is None and not self._requires_grad:
+    if self._data is not None and self.grad_fn is None and not self._requires_grad and not self._inference:
         from .._state import STATE
         if STATE.tracer is None:
             self._data.fill(value)
@@ -225,7 +242,7 @@ def _random_fill(fn):
     def m(self, *args, generator=None, **kw):
         from .._state import STATE
         r = fn(tuple(self.shape), *args, generator=generator, dtype=self.dtype, **kw)
-        if STATE.tracer is None and self._data is not None:
+        if STATE.tracer is None and self._data is not None and not self._inference:
             np.copyto(self._data, r._data)
             self._version.v += 1
             return self

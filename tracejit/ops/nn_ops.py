@@ -87,7 +87,7 @@ def _nll_vjp(c, g):
     from ..creation import arange
     from .elementwise import eq, where
     logp, target, *weight = c.inputs
-    if weight and c.next_functions[2] is not None:
+    if weight and c.edges[2] is not None:
         raise RuntimeError("the derivative for 'weight' is not implemented")
     coef = apply(OPS["nll_loss_coef"], g, target, *weight, **c.attrs)
     hit = eq(arange(c.shapes[0][1], device=target.device), target.unsqueeze(1))
@@ -104,7 +104,7 @@ def _nll_coef_vjp(c, h):
     # linear in g: coef(g) = g * coef(1) (a scalar g) or g_i * coef(1)_i (reduction='none')
     from ..creation import ones
     g, target, *weight = c.inputs
-    if c.next_functions[0] is None:
+    if c.edges[0] is None:
         return (None,) * len(c.inputs)
     unit = apply(OPS["nll_loss_coef"], ones(c.shapes[0], dtype=h.dtype, device=h.device), target, *weight, **c.attrs)
     gg = h * unit
@@ -136,8 +136,8 @@ def _bce_vjp(c, g):
     # PyTorch: d/dx = (x - t) / max(x (1 - x), 1e-12); d/dt = log(1 - x) - log(x), both unclamped
     from .elementwise import clamp, log, log1p
     x, t = c.inputs
-    gx = g * (x - t) / clamp(x * (1 - x), min=1e-12) if c.next_functions[0] is not None else None
-    gt = g * (log1p(-x) - log(x)) if c.next_functions[1] is not None else None
+    gx = g * (x - t) / clamp(x * (1 - x), min=1e-12) if c.edges[0] is not None else None
+    gt = g * (log1p(-x) - log(x)) if c.edges[1] is not None else None
     return gx, gt
 
 
@@ -241,7 +241,7 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
     shp = tuple(x.shape)
     axes, shape = _bn_axes(len(shp))
     n, C = int(np.prod(shp)) // shp[1], (shp[1],)
-    nf = c.next_functions
+    nf = c.edges
     want = [k < len(nf) and nf[k] is not None for k in range(5)]
     if training:
         _, mean, var = c.out

@@ -99,13 +99,21 @@ def _minmax_vjp(c, g):
     return (_expand_back(g, c) * mask / count_like(mask, c),)
 
 
-_SUM = defop("sum", _np_sum, _red_meta(_sum_dtype), lambda c, g: (_expand_back(g, c),), kind="reduction", saves="")
+def _red_grad_name(full, partial):
+    """PyTorch's node name for a reduction: one formula for all dims without keepdim (x.sum()), one with dims"""
+    def name(attrs, args):
+        return full if not attrs["keepdim"] and len(attrs["dims"]) == args[0].ndim else partial
+    return name
+
+
+_SUM = defop("sum", _np_sum, _red_meta(_sum_dtype), lambda c, g: (_expand_back(g, c),), kind="reduction", saves="",
+             grad_name=_red_grad_name("SumBackward0", "SumBackward1"))
 defop("mean", _np_mean, _red_meta(_float_dtype), lambda c, g: (_expand_back(g, c) / _count(c),), kind="reduction",
-      saves="")
+      saves="", grad_name=_red_grad_name("MeanBackward0", "MeanBackward1"))
 defop("amax", lambda x, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name="AmaxBackward0")
+      kind="reduction", saves="io", grad_name=_red_grad_name("MaxBackward1", "AmaxBackward0"))   # x.max(): Max
 defop("amin", lambda x, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name="AminBackward0")
+      kind="reduction", saves="io", grad_name=_red_grad_name("MinBackward1", "AminBackward0"))
 defop("all", lambda x, dims, keepdim: np.all(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
       kind="reduction")
 defop("any", lambda x, dims, keepdim: np.any(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
@@ -542,6 +550,42 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 
 def msort(input):
     return sort(input, 0).values
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """The k-th smallest value along `dim` and its index (through sort, so its gradient is sort's)."""
+    d = norm_dim(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
+    v, i = sort(input.reshape(1) if input.ndim == 0 else input, d)
+    v, i = v.narrow(d, k - 1, 1), i.narrow(d, k - 1, 1)
+    if not keepdim or input.ndim == 0:
+        v, i = v.squeeze(d), i.squeeze(d)
+    return kthvalue_t(v, i)  # noqa: F821
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median (PyTorch's: of an even count, the smaller middle value); without dim, of all values."""
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.shape[0] == 0:
+            from ..creation import full
+            return full((), math.nan, dtype=input.dtype)
+        return kthvalue(flat, (flat.shape[0] + 1) // 2, 0).values
+    d = norm_dim(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    v, i = kthvalue(input, (n + 1) // 2, d, keepdim)
+    return median_t(v, i)  # noqa: F821
+
+
+aminmax_t = collections.namedtuple("aminmax", ["min", "max"])
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None:
+        return aminmax_t(amin(input, (), keepdim), amax(input, (), keepdim))
+    return aminmax_t(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
 from .elementwise import exp, where, sign, pow, isnan, logical_not, logical_and, maximum, minimum  # noqa: E402

@@ -112,6 +112,8 @@ def apply(op, *args, **attrs):
             for o in outs:
                 o._version = base._version
                 o._base = base if base._base is None else base._base
+                if base._inference:         # a view of an inference tensor is one
+                    o._inference = True
             if base._requires_grad and state.grad_enabled:
                 _note_view(op, base, outs[0], attrs)
     if state.grad_enabled and op.vjp is not None:

@@ -239,7 +239,17 @@ def transpose(input, dim0, dim1):
     d0, d1 = norm_dim(dim0, n), norm_dim(dim1, n)
     dims = list(range(n))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return apply(OPS["permute"], input, dims=tuple(dims))
+    return _node_named(apply(OPS["permute"], input, dims=tuple(dims)), input, "TransposeBackward0")
+
+
+def _node_named(out, input, name):
+    """Name the node this call recorded as PyTorch names the call's (t() and transpose are a permute, unsqueeze
+    a reshape, here: the same computation, PyTorch's name)."""
+    fn = out.grad_fn
+    if fn is not None and out is not input and fn is not input.grad_fn:
+        from ..autograd.graph import node_class
+        fn.__class__ = node_class(name)
+    return out
 
 
 swapaxes = swapdims = transpose
@@ -248,7 +258,7 @@ swapaxes = swapdims = transpose
 def t(input):
     if input.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    return _node_named(transpose(input, 0, 1), input, "TBackward0") if input.ndim == 2 else input
 
 
 def adjoint(input):
@@ -306,14 +316,16 @@ def squeeze(input, dim=None):
         dims = (dim,) if isinstance(dim, int) else dim
         dims = {norm_dim(d, input.ndim) for d in dims}
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
-    return reshape(input, shape) if shape != tuple(input.shape) else input
+    if shape == tuple(input.shape):
+        return input
+    return _node_named(reshape(input, shape), input, "SqueezeBackward0" if dim is None else "SqueezeBackward1")
 
 
 def unsqueeze(input, dim):
     d = norm_dim(dim, input.ndim + 1) if input.ndim else norm_dim(dim, 1)
     shape = list(input.shape)
     shape.insert(d, 1)
-    return reshape(input, tuple(shape))
+    return _node_named(reshape(input, tuple(shape)), input, "UnsqueezeBackward0")
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -557,7 +569,11 @@ def tile(input, dims):
 
 def flip(input, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return apply(OPS["flip"], input, dims=tuple(norm_dim(d, input.ndim) for d in dims))
+    dims = tuple(norm_dim(d, input.ndim) for d in dims)
+    for i, d in enumerate(dims):
+        if d in dims[:i]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+    return apply(OPS["flip"], input, dims=dims)
 
 
 def fliplr(input):

@@ -365,7 +365,7 @@ class TracedFunction:
             if any(t._requires_grad for t in diff):
                 node = CompiledFunctionBackward(entry, list(outs[k:k + entry.n_saved]), ts,
                                                 [t._version.v for t in ts])
-                node.next_functions = tuple([edge_of(t) for t in diff])
+                node.edges = tuple([edge_of(t) for t in diff])
                 for nr, i in enumerate(entry.out_rg):
                     u = user[i]
                     u._requires_grad = True
