@@ -31,6 +31,7 @@ from . import autograd
 from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled
 from .autograd.grad_mode import is_inference_mode_enabled
 from .tracing.errors import TraceError
+from .tracing.check import CheckError
 from . import nn
 
 long, int, float, double, half, short = int64, int32, float32, float64, float16, int16

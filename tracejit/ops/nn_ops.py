@@ -163,3 +163,23 @@ def softmax(input, dim=None, dtype=None):
 def log_softmax(input, dim=None, dtype=None):
     input, d = _prep(input, dim, dtype)
     return apply(OPS["log_softmax"], input, dim=d)
+
+
+# ----------------------------------------------------------------------------- class-value checks
+# A data-dependent error eager raises before computing (one_hot's class values out of range) must be raised by
+# compiled code too, on every call: this op is a node of the graph that checks its integer input's values and
+# passes it through (run by its numpy impl, never fused).
+def _check_classes_np(x, num_classes):
+    if x.size:
+        if x.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if x.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return x
+
+
+defop("check_classes", _check_classes_np, lambda x, num_classes: AVal(x.shape, x.dtype), kind="other")
+
+
+def check_classes(x, num_classes):
+    return apply(OPS["check_classes"], x, num_classes=num_classes)
