@@ -433,8 +433,9 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", default=None, help="numba (default) or interpreter")
+    p.add_argument("--shrink-budget", type=int, default=200, help="runs spent shrinking each failing program")
     a = p.parse_args(argv)
-    fails = fuzz(a.n, a.seed, a.backend)
+    fails = fuzz(a.n, a.seed, a.backend, shrink_budget=a.shrink_budget)
     print(f"# done: {a.n} programs from seed {a.seed}, {len(fails)} failing"
           + (f" (seeds {', '.join(str(s) for s, _ in fails)})" if fails else ""))
     return 1 if fails else 0
