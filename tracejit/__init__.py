@@ -33,6 +33,7 @@ from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is
 from .autograd.grad_mode import is_inference_mode_enabled
 from .autograd.anomaly_mode import is_anomaly_enabled, is_anomaly_check_nan_enabled, set_anomaly_enabled
 from .tracing.errors import TraceError
+from .tracing.check import CheckError
 from . import nn
 
 long, int, float, double, half, short = int64, int32, float32, float64, float16, int16

@@ -1,5 +1,6 @@
 """The `tracejit` command: demo (eager vs compiled side by side), bench, explain."""
 import argparse
+import os
 import sys
 import time
 
@@ -43,6 +44,11 @@ def train_step(params, x, y, lr):
 def demo(args):
     import numpy as np
     import tracejit as torch
+    if args.steps < 2:
+        raise UsageError(f"--steps {args.steps}: give at least 2 (the first step traces and compiles)")
+    if args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: give a positive number of threads, e.g. --threads 1")
+    _backend(args.backend)
     sizes = [64, 256, 256, 10]
     x, y = _make_data(4096, sizes[0], sizes[-1])
     batch, steps = 128, args.steps
@@ -90,28 +96,102 @@ def demo(args):
     return 0
 
 
-def explain_cmd(args):
+class UsageError(Exception):
+    """A mistake on the command line: printed as one line saying what to type instead (no traceback)."""
+
+
+def _load_target(target):
+    """MODULE:FUNCTION -> the function, or a UsageError that says what to write."""
     import importlib
+    import inspect
     import os
-    from .explain import explain, parse_inputs
+    mod, sep, fn = target.partition(":")
+    if not sep or not fn or not mod:
+        raise UsageError(f"write the target as MODULE:FUNCTION (e.g. mymod:f for f in ./mymod.py), got {target!r}")
+    if mod.endswith(".py") or os.sep in mod or "/" in mod:
+        path = mod if mod.endswith(".py") else mod + ".py"
+        folder, base = os.path.split(path)
+        hint = f"cd {folder} && " if folder else ""
+        raise UsageError(f"{mod!r} is a file path: give its module name, run from its folder: "
+                         f"{hint}tracejit explain {base[:-3]}:{fn} --inputs ...")
     sys.path.insert(0, os.getcwd())
-    mod, _, fn = args.target.partition(":")
-    if not fn:
-        print(f"tracejit explain: write the target as MODULE:FUNCTION, got {args.target!r}", file=sys.stderr)
-        return 2
-    f = importlib.import_module(mod)
+    try:
+        f = importlib.import_module(mod)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (e.name == mod or mod.startswith(e.name + ".")):
+            raise UsageError(f"no module named {mod!r} in the current folder ({os.getcwd()}) or on sys.path: run "
+                             f"from the folder that holds {mod.replace('.', '/')}.py") from None
+        raise UsageError(f"importing {mod!r} failed: {type(e).__name__}: {e}") from e
+    except Exception as e:
+        raise UsageError(f"importing {mod!r} failed: {type(e).__name__}: {e}") from e
     for part in fn.split("."):
+        if not hasattr(f, part):
+            names = sorted(n for n, v in vars(f).items() if callable(v) and not n.startswith("_")
+                           and getattr(v, "__module__", None) == getattr(f, "__name__", None))
+            raise UsageError(f"{getattr(f, '__name__', mod)!r} has no {part!r}"
+                             + (f"; it defines: {', '.join(names)}" if names else ""))
         f = getattr(f, part)
-    ex = explain(f, *parse_inputs(args.inputs), backend=args.backend, requires_grad=not args.no_grad)
+    if not callable(f):
+        raise UsageError(f"{target} is a {type(f).__name__}, not a function")
+    try:
+        sig = inspect.signature(getattr(f, "forward", f))
+    except (TypeError, ValueError):
+        sig = None
+    return f, sig
+
+
+def _check_arity(target, sig, n):
+    if sig is None:
+        return
+    ps = list(sig.parameters.values())
+    pos = [p for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    need = [p.name for p in pos if p.default is p.empty]
+    if n < len(need) or (n > len(pos) and not any(p.kind is p.VAR_POSITIONAL for p in ps)):
+        want = f"{len(need)}" if len(need) == len(pos) else f"{len(need)} to {len(pos)}"
+        raise UsageError(f"{target} takes {want} input(s) ({', '.join(p.name for p in pos)}), --inputs gives {n}: "
+                         f"give one type per input, e.g. --inputs '{' '.join(['f32[8,4]'] * max(1, len(need)))}'")
+
+
+def explain_cmd(args):
+    from .explain import explain, parse_inputs
+    f, sig = _load_target(args.target)
+    try:
+        inputs = parse_inputs(args.inputs)
+    except ValueError as e:
+        raise UsageError(f"--inputs: {e}") from None
+    _check_arity(args.target, sig, len(inputs))
+    ex = explain(f, *inputs, backend=_backend(args.backend), requires_grad=not args.no_grad)
     print(ex.text())
     if args.html:
-        ex.save_html(args.html)
+        try:
+            ex.save_html(args.html)
+        except OSError as e:
+            raise UsageError(f"--html: cannot write {args.html!r} ({e.strerror or e}): give a writable path") from None
         print(f"\nwrote {args.html}")
     return 0
 
 
+def _backend(name):
+    if name is None:
+        return None
+    from .backends import get_backend
+    try:
+        get_backend(name)
+    except Exception:
+        raise UsageError(f"--backend {name!r}: choose numba or interpreter") from None
+    return name
+
+
 def bench_cmd(args):
     from .bench import run_suite
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install matplotlib (or leave --plot out)") from None
+    for path, flag in ((args.json, "--json"), (args.plot, "--plot")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))} does not exist")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else None
     return run_suite(args.names, quick=args.quick, json_path=args.json, plot_path=args.plot, compare=compare)
 
@@ -142,5 +222,24 @@ def main(argv=None):
                    help="reference systems to measure besides tracejit, e.g. torch,jax,numpy (default: all "
                         "that work here; numpy always)")
     b.set_defaults(func=bench_cmd)
+    for q in (p, d, e, b):
+        q.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an error")
     args = p.parse_args(argv)
-    return args.func(args)
+    debug = getattr(args, "debug", False)
+    try:
+        return args.func(args)
+    except UsageError as err:
+        if debug:
+            raise
+        print(f"tracejit {args.cmd}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        if debug:
+            raise
+        first = (str(err).strip().splitlines() or [""])[0]
+        print(f"tracejit {args.cmd}: {type(err).__name__}: {first} (run again with --debug for the traceback)",
+              file=sys.stderr)
+        return 1

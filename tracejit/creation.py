@@ -2,6 +2,8 @@
 function draws fresh numbers on every call)."""
 import math
 
+import operator
+
 import numpy as np
 
 from . import _dtype as D
@@ -107,7 +109,12 @@ def from_numpy(ndarray):
 def _shape(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    out = tuple(int(s) for s in size)
+    try:
+        out = tuple(operator.index(s) for s in size)     # (PyTorch: ints only, not '3' nor 3.5)
+    except TypeError:
+        k, bad = next(((k, s) for k, s in enumerate(size) if not hasattr(type(s), "__index__")), (0, size[0]))
+        raise TypeError(f"argument 'size' failed to unpack the object at pos {k + 1} with error \"type must be "
+                        f"tuple of ints,but got {type(bad).__name__}\"") from None
     for s in out:
         if s < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(out)}")

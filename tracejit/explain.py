@@ -20,10 +20,22 @@ def parse_inputs(spec):
     """"f32[8,4] i64[8]" -> random tensors of those types (written as the IR writes them)."""
     import tracejit as torch
     from ._dtype import from_short
+    from ._dtype import _BY_SHORT
     out = []
-    for m in re.finditer(r"(\w+)\[([\d, ]*)\]", spec):
+    shorts = " ".join(sorted(_BY_SHORT))
+    left = re.sub(r"\w+\[[^\]]*\]", " ", spec).split()
+    if left:
+        raise ValueError(f"cannot read {left[0]!r}: write each input as DTYPE[SHAPE], e.g. 'f32[8,4] i64[8]' "
+                         f"(a scalar: 'f32[]')")
+    for m in re.finditer(r"(\w+)\[([^\]]*)\]", spec):
+        if m.group(1) not in _BY_SHORT:
+            raise ValueError(f"unknown dtype {m.group(1)!r} in {m.group(0)!r}: write the IR's short names ({shorts}), "
+                             f"e.g. 'f32[8,4]' for float32")
         dt = from_short(m.group(1))
-        shape = tuple(int(s) for s in m.group(2).replace(" ", "").split(",") if s)
+        dims = m.group(2).replace(" ", "")
+        if not re.fullmatch(r"(\d+(,\d+)*)?,?", dims):
+            raise ValueError(f"cannot read the shape in {m.group(0)!r}: write sizes as numbers, e.g. 'f32[8,4]'")
+        shape = tuple(int(s) for s in dims.split(",") if s)
         if dt.is_floating_point:
             out.append(torch.randn(shape, dtype=dt))
         elif dt.name == "bool":

@@ -1,5 +1,5 @@
 """Hand-written numba kernels for the CPU. Importing any of them first tunes numba's code generation, its
-OpenMP threads and its start-up (below)."""
+OpenMP threads, its start-up and its disk cache's recovery from bad files (below)."""
 import os
 
 
@@ -86,8 +86,133 @@ def _numba_without_scipy_linalg():
     sys.meta_path.insert(0, Hook())
 
 
+def _recovering_numba_cache():
+    """numba's disk cache, made to heal: a bad file is discarded with one log line and the kernel compiled again.
+
+    numba raises (the call fails, in every later process too) when a cache index (`*.nbi`) or data file (`*.nbc`)
+    is truncated, empty, garbage or another program's: `pickle data was truncated`, `EOFError`. Here loading such
+    a file logs one line on the "tracejit" logger, deletes the file (when it can) and returns "not cached", so numba
+    compiles and saves a fresh entry; a failure to save (a full disk, a read-only folder) loses only that entry.
+    A cache folder that cannot be written but holds the module's kernels (a read-only install or shared cache) is
+    read: numba's own locators skip any folder they cannot write, so every process compiled everything again.
+    Installed once per process, on numba's classes: the runtime helpers here, the generated kernels (whose data
+    files tracejit.backends.diskcache also checksums) and any other numba cache in the process."""
+    from numba.core import caching
+    F, C = caching.IndexDataCacheFile, caching.Cache
+    if getattr(F, "_tj_recovering", False):
+        return
+    import logging
+    log = logging.getLogger("tracejit")
+    load_index, load_data, load_overload, save_overload = F._load_index, F._load_data, C.load_overload, \
+        C.save_overload
+
+    def discard(path, e):
+        for hook in ON_DISCARD:
+            hook()
+        try:
+            os.unlink(path)
+            what = "discarded"
+        except FileNotFoundError:
+            what = "gone"
+        except OSError:
+            what = "left in place (cannot delete it)"
+        first = (str(e).strip().splitlines() or [""])[0][:120]
+        log.warning("tracejit: unreadable numba cache file %s (%s: %s): %s, compiling the kernel again", path,
+                    type(e).__name__, first, what)
+
+    def _load_index(self):
+        try:
+            return load_index(self)
+        except Exception as e:
+            discard(self._index_path, e)
+            return {}
+
+    def _load_data(self, name):
+        try:
+            return load_data(self, name)
+        except OSError:
+            raise                       # (numba's load: a data file gone since the index named it -> not cached)
+        except Exception as e:
+            discard(self._data_path(name), e)
+            raise OSError("bad cache data file") from None
+
+    def _load_overload(self, sig, target_context):
+        try:
+            res = load_overload(self, sig, target_context)
+            fd, fn = getattr(res, "fndesc", None), self._py_func
+            if fd is not None and (fd.qualname, fd.modname) != (fn.__qualname__, fn.__module__):
+                raise ValueError(f"it holds {fd.modname}.{fd.qualname}")    # (another function's file)
+            return res
+        except Exception as e:          # data that unpickles but does not rebuild (another program's file, ...)
+            discard(self._cache_file._index_path, e)
+            return None
+
+    def _save_overload(self, sig, data):
+        try:
+            save_overload(self, sig, data)
+        except _ReadOnly:
+            pass
+        except Exception as e:
+            log.warning("tracejit: could not write numba's cache for %s (%s: %s): it runs, uncached", self._name,
+                        type(e).__name__, (str(e).strip().splitlines() or [""])[0][:120])
+
+    class _ReadOnly(OSError):
+        pass
+
+    class ReadOnlyCacheLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        """The folder numba would cache a module in, when this process cannot write it but it holds that module's
+        cache index files: loaded from, never written."""
+
+        def __init__(self, py_func, py_file, path):
+            self._py_file, self._lineno, self._cache_path = py_file, py_func.__code__.co_firstlineno, path
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        def ensure_cache_path(self):
+            raise _ReadOnly(f"read-only cache folder {self._cache_path}")
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            from numba.core import config
+            if not os.path.isfile(py_file):
+                return None
+            if config.CACHE_DIR:
+                path = os.path.join(config.CACHE_DIR, caching._CacheLocator.get_suitable_cache_subpath(py_file))
+            else:
+                path = os.path.join(os.path.dirname(py_file), "__pycache__")
+            if not os.path.isdir(path) or _writable(path):
+                return None             # (numba's own locators take it)
+            prefix = os.path.splitext(os.path.basename(py_file))[0] + "."
+            try:
+                if not any(n.startswith(prefix) and n.endswith(".nbi") for n in os.listdir(path)):
+                    return None
+            except OSError:
+                return None
+            return cls(py_func, py_file, path)
+
+    F._load_index, F._load_data, C.load_overload, C.save_overload = _load_index, _load_data, _load_overload, \
+        _save_overload
+    caching.CacheImpl._locator_classes = [ReadOnlyCacheLocator] + list(caching.CacheImpl._locator_classes)
+    F._tj_recovering = True
+
+
+ON_DISCARD = []     # called for each bad numba cache file (tracejit.backends.diskcache counts them)
+
+
+def _writable(path):
+    """Whether a file can be created in path (what numba's locators try; os.access says yes to root always)."""
+    import tempfile
+    try:
+        tempfile.TemporaryFile(dir=path).close()
+        return True
+    except OSError:
+        return False
+
+
 _CORES_512 = frozenset(("sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "diamondrapids"))
 
 _short_omp_spin()
 _prefer_512_bit_vectors()
 _numba_without_scipy_linalg()
+_recovering_numba_cache()

@@ -89,6 +89,7 @@ CASES = {
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "nll_loss": (lambda x: F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 0, 3, 3]), ignore_index=0,
                                       weight=torch.tensor([1.0, 0.5, 2.0, 1.5, 1.0], dtype=torch.float64)), [N(4, 5)]),
+    "check_classes": (lambda i: F.one_hot(torch.remainder(i, 3), 3) * 2, [I(5)]),
 }
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",

@@ -13,17 +13,24 @@ module is written to ``<cache_dir()>/tj_<kind>_<sha256(source)[:24]>.py`` and im
 numba keeps the machine code beside it, in ``__pycache__`` (``*.nbi`` index, ``*.nbc`` data). numba's cache
 key covers the kernel's bytecode but not the modules it calls, so ``cache_dir()`` is a per-version folder:
 its name holds the tracejit, numba, llvmlite, numpy and Python versions and a hash of the runtime helpers
-that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, ``numba_cpu/rt.py``).
+that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, ``numba_cpu/rt.py``) and of this
+file (the format of the data files).
 
 numba itself raises (no recompile) when an index or data file is truncated or unreadable, and cannot notice
 flipped bytes inside a data file. So the dispatchers of every loaded module get a hardened cache: data files
-carry a sha256 checksum; a cache file that fails to load is dropped and the kernel recompiled; a failure to
-*save* the cache never fails the call. These events are counted in ``cache_info()["numba_cache_errors"]``.
+carry a sha256 checksum of their kernel's name and content (another kernel's valid file is refused too); a cache
+file that fails to load is dropped with one log line and the kernel recompiled; a failure to *save* the cache
+never fails the call. These events are counted in ``cache_info()["numba_cache_errors"]``. numba's caches of the
+runtime helpers (``kernels/cpu``) recover the same way (``kernels/cpu/__init__.py``), and a read-only cache
+folder is read. A cache folder that cannot be written sends new entries to a per-process folder in TMPDIR,
+removed at exit; when even that cannot be written (a full disk), the kernel runs uncached.
 
 Only the standard library, numpy and numba are imported (numba lazily); nothing else from tracejit.
 """
+import atexit
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -46,6 +53,7 @@ class KernelCompileError(RuntimeError):
         self.path = path
 
 
+log = logging.getLogger("tracejit")
 _LOCK = threading.RLock()
 _MEMO = {}            # absolute path of the .py entry -> module (forgotten by clear_cache)
 _LOADED = []          # every module loaded in this process (kept for compile_count)
@@ -85,6 +93,7 @@ def _helper_files():
     rt = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_cpu", "rt.py")
     if os.path.isfile(rt):
         files.append(rt)
+    files.append(os.path.abspath(__file__))     # (this file defines the cached data files' format)
     return files
 
 
@@ -175,11 +184,49 @@ def _ensure_file(path, data):
     return state
 
 
+_FALLBACK_PREFIX = "tracejit-cache-"
+
+
 def _fallback_dir():
-    """A private per-process folder, used only when the cache folder cannot be written."""
+    """A private per-process folder, used only when the cache folder cannot be written; removed at exit (and,
+    when a later process makes its own, the folders of processes that died without their exit handlers)."""
     if _STATS["fallback_dir"] is None:
-        _STATS["fallback_dir"] = tempfile.mkdtemp(prefix="tracejit-cache-")
+        _remove_stale_fallbacks()
+        d = tempfile.mkdtemp(prefix=f"{_FALLBACK_PREFIX}{os.getpid()}-")
+        atexit.register(_remove_tree, d)
+        _STATS["fallback_dir"] = d
+        log.warning("tracejit: the kernel cache folder %s cannot be written; kernels compiled now are kept in %s "
+                    "until this process exits", _dir_path(), d)
     return _STATS["fallback_dir"]
+
+
+def _remove_tree(d):
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _remove_stale_fallbacks():
+    tmp = tempfile.gettempdir()
+    try:
+        names = os.listdir(tmp)
+    except OSError:
+        return
+    for n in names:
+        if not n.startswith(_FALLBACK_PREFIX):
+            continue
+        pid = n[len(_FALLBACK_PREFIX):].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            _remove_tree(os.path.join(tmp, n))
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:             # (another user's process: alive)
+        pass
+    return True
 
 
 # ------------------------------------------------------------------------------------------ loading
@@ -198,16 +245,23 @@ def load_module(source, kind="k"):
         if mod is not None:
             return mod
         data = source.encode("utf-8")
+        _recovering_numba()
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             state = _ensure_file(path, data)
         except OSError:   # read-only or full cache folder: work from a private folder, uncached across runs
             path = os.path.join(_fallback_dir(), name + ".py")
-            state = _ensure_file(path, data)
+            try:
+                state = _ensure_file(path, data)
+            except OSError as e:        # nowhere to write (a full disk): run it uncached, from memory
+                log.warning("tracejit: cannot write the kernel %s anywhere (%s); it runs uncached", name, e)
+                source, state = source.replace("cache=True", "cache=False"), "uncached"
         if state == "written":
             _STATS["written"] += 1
         elif state == "rewritten":
             _STATS["rewritten_corrupt"] += 1
+            log.warning("tracejit: the kernel cache file %s did not hold its source (truncated, emptied or "
+                        "replaced): written again", path)
         for attempt in range(2):
             try:
                 mod = _exec_module(name, path, source)
@@ -215,12 +269,23 @@ def load_module(source, kind="k"):
             except KernelCompileError:
                 # the entry may have been removed or replaced (clear_cache in another process) between the
                 # write and numba's decorator, which needs the file: write it again and retry once
-                if attempt or _ensure_file(path, data) == "ok":
+                if attempt or state == "uncached" or _ensure_file(path, data) == "ok":
                     raise
         _MEMO[os.path.join(_dir_path(), name + ".py")] = mod
         _MEMO[path] = mod
         _LOADED.append(mod)
         return mod
+
+
+def _recovering_numba():
+    """numba's cache, made to recover from bad files (kernels/cpu/__init__.py): installed when the runtime helpers
+    are first imported, which generated kernels import."""
+    try:
+        import kernels.cpu
+    except ImportError:
+        return
+    if _note_cache_error not in kernels.cpu.ON_DISCARD:
+        kernels.cpu.ON_DISCARD.append(_note_cache_error)
 
 
 def _exec_module(name, path, source):
@@ -283,8 +348,11 @@ def _harden(disp):
                 rtsys.initialize(target_context)
                 return cache._load_overload(sig, target_context)
             return orig_load(sig, target_context)
-        except Exception:
+        except Exception as e:
             _note_cache_error()
+            log.warning("tracejit: unreadable numba cache entry for %s in %s (%s: %s): discarded, compiling the "
+                        "kernel again", cf._index_name, cf._cache_path, type(e).__name__,
+                        (str(e).strip().splitlines() or [""])[0][:120])
             try:
                 cf._load_index()
             except Exception:   # unreadable index: drop it so that the save after the recompile works
@@ -308,16 +376,19 @@ def _harden(disp):
         def _save_data(name, data):
             payload = cf._dump(data)
             with cf._open_for_write(cf._data_path(name)) as f:
-                f.write(_DATA_MAGIC + hashlib.sha256(payload).digest() + payload)
+                f.write(_DATA_MAGIC + _digest(name, payload) + payload)
 
         def _load_data(name):
             with open(cf._data_path(name), "rb") as f:
                 blob = f.read()
             n = len(_DATA_MAGIC)
             payload = blob[n + 32:]
-            if blob[:n] != _DATA_MAGIC or hashlib.sha256(payload).digest() != blob[n:n + 32]:
+            if blob[:n] != _DATA_MAGIC or _digest(name, payload) != blob[n:n + 32]:
                 raise ValueError(f"corrupt numba cache file {cf._data_path(name)}")
             return pickle.loads(payload)
+
+        def _digest(name, payload):     # (of this kernel's file: another kernel's valid file is refused too)
+            return hashlib.sha256(cf._index_name.encode() + b"\0" + name.encode() + b"\0" + payload).digest()
 
         cf._save_data = _save_data
         cf._load_data = _load_data

@@ -28,6 +28,7 @@ def softsign(input):
 
 
 def linear(input, weight, bias=None):
+    _need_tensor("linear", input)
     out = L.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     return out + bias if bias is not None else out
 
@@ -49,17 +50,25 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * keep * (1.0 / (1.0 - p))
 
 
+def _need_tensor(fn, x, arg="input", pos=1):
+    from .._tensor import Tensor
+    if not isinstance(x, Tensor):
+        t = type(x)
+        name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+        raise TypeError(f"{fn}(): argument '{arg}' (position {pos}) must be Tensor, not {name}")
+
+
 def one_hot(tensor, num_classes=-1):
     from ..creation import arange
     if tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    if tensor._data is not None and tensor.numel():
-        if int(tensor.min().item()) < 0:
-            raise RuntimeError("Class values must be non-negative.")
-        if num_classes != -1 and int(tensor.max().item()) >= num_classes:
-            raise RuntimeError("Class values must be smaller than num_classes.")
     if num_classes == -1:
+        if tensor._data is not None and tensor.numel() and int(tensor.min().item()) < 0:
+            raise RuntimeError("Class values must be non-negative.")
         num_classes = int(tensor.max().item()) + 1
+    else:       # (an op: a traced program checks the values on every call, as eager does)
+        from ..ops.nn_ops import check_classes
+        tensor = check_classes(tensor, num_classes)
     return (S.unsqueeze(tensor, -1) == arange(num_classes)).long()
 
 

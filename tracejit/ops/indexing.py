@@ -235,7 +235,8 @@ def index_select(input, dim, index):
     d = norm_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index._data is not None and index.numel() and (int(index.min()) < 0 or int(index.max()) >= input.shape[d]):
+    i = index._host() if index._data is not None else None   # (numpy: inside a trace an op on it is recorded)
+    if i is not None and i.size and (int(i.min()) < 0 or int(i.max()) >= input.shape[d]):
         raise IndexError("index out of range in self")
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 

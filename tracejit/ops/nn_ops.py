@@ -290,3 +290,23 @@ def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running
     if input._data is not None:          # eager runs no shape rule: its checks here
         _bn_meta(*args, training=training, eps=eps)
     return apply(OPS["batch_norm"], *args, training=training, eps=eps)
+
+
+# ----------------------------------------------------------------------------- class-value checks
+# A data-dependent error eager raises before computing (one_hot's class values out of range) must be raised by
+# compiled code too, on every call: this op is a node of the graph that checks its integer input's values and
+# passes it through (run by its numpy impl, never fused).
+def _check_classes_np(x, num_classes):
+    if x.size:
+        if x.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if x.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return x
+
+
+defop("check_classes", _check_classes_np, lambda x, num_classes: AVal(x.shape, x.dtype), kind="other")
+
+
+def check_classes(x, num_classes):
+    return apply(OPS["check_classes"], x, num_classes=num_classes)

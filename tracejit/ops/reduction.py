@@ -427,19 +427,28 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def amax(input, dim=(), keepdim=False):
-    _nonempty(input, "amax", dim)
+    _nonempty(input, "amax", None if dim == () else dim)
     return apply(OPS["amax"], input, dims=_dims(input, None if dim == () else dim), keepdim=keepdim)
 
 
 def amin(input, dim=(), keepdim=False):
-    _nonempty(input, "amin", dim)
+    _nonempty(input, "amin", None if dim == () else dim)
     return apply(OPS["amin"], input, dims=_dims(input, None if dim == () else dim), keepdim=keepdim)
 
 
 def _nonempty(input, name, dim=None):
-    if input.numel() == 0 and input._data is not None:
+    """PyTorch's checks of a max/min-like reduction of an empty tensor (shapes only: traced the same): a reduced
+    dim of size 0 has no identity to give; reducing the other dims of an empty tensor gives an empty result."""
+    if input.numel() != 0:
+        return
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
                            f"Specify the reduction dim with the 'dim' argument.")
+    shape = tuple(input.shape)
+    for d in (dim if isinstance(dim, (tuple, list)) else (dim,)):
+        d = norm_dim(d, len(shape))
+        if shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def _max_like(name, opname, binop):
@@ -451,6 +460,7 @@ def _max_like(name, opname, binop):
             _nonempty(input, name)
             return apply(OPS[opname], input, dims=_dims(input, None), keepdim=False)
         d = norm_dim(dim, input.ndim)
+        _nonempty(input, name, d)
         v, i = apply(OPS[name + "_dim"], input, dim=d, keepdim=keepdim)
         return globals()[name + "_t"](v, i)
     f.__name__ = name

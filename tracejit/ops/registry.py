@@ -93,6 +93,8 @@ def apply(op, *args, **attrs):
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
                 arrays[i] = a._data
+            elif type(a) not in _SCALARS:
+                check_operand(op, a, i)
         if state.profiler is not None:
             res = state.profiler.run(op, arrays, attrs)
         else:
@@ -128,6 +130,21 @@ def apply(op, *args, **attrs):
 
 
 _wrap = Tensor._wrap
+_SCALARS = frozenset((int, float, bool))
+
+
+def check_operand(op, a, i):
+    """A non-tensor operand of an op (eager, or traced: tracer.record) is a real Python or numpy scalar, else
+    PyTorch's TypeError naming the argument (before numpy, numba or a kernel sees it). Complex scalars raise:
+    tracejit has no complex dtypes (PyTorch would compute in complex64)."""
+    if isinstance(a, (complex, np.complexfloating)):
+        raise RuntimeError(f"{op.name}(): result type ComplexFloat is not supported (complex scalar {a!r}): "
+                           f"tracejit has no complex dtypes")
+    if isinstance(a, np.ndarray) or (op.kind == "elementwise" and not isinstance(a, (int, float, np.generic))):
+        t = type(a)
+        name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+        raise TypeError(f"{op.name}(): argument '{'input' if i == 0 else 'other'}' (position {i + 1}) must be "
+                        f"Tensor, not {name}")
 
 
 # Eager views of tensors that require grad remember how they were made from their base (the chain of view

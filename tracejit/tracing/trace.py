@@ -53,6 +53,9 @@ def _flatten(obj, leaves, static=False):
         return (type(obj).__name__,) + tuple(_flatten(o, leaves, static) for o in obj)
     if isinstance(obj, dict):
         return ("dict",) + tuple((k, _flatten(obj[k], leaves, static)) for k in sorted(obj, key=repr))
+    if isinstance(obj, np.ndarray):
+        raise TypeError("@trace: a numpy.ndarray argument: pass a tensor instead (tracejit.from_numpy(a) or "
+                        "tracejit.tensor(a))")
     try:
         hash(obj)
     except TypeError:
@@ -60,6 +63,11 @@ def _flatten(obj, leaves, static=False):
                         f"tensors nor hashable; mark it static with static_argnums/static_argnames or pass it "
                         f"another way") from None
     return ("V", type(obj).__name__, obj)
+
+
+def _named(fn, where, err):
+    """The TypeError of a bad argument, saying which argument it is."""
+    return TypeError(f"{getattr(fn, '__name__', 'traced function')}(): {where}: {err}".replace(": @trace:", ":"))
 
 
 def _unflatten_out(obj, it):
@@ -185,9 +193,9 @@ class CompiledFunctionBackward(Node):
             cts = grads
         else:
             from ..creation import zeros
-            outs_meta = e.fwd.outputs[:e.n_out]
+            # one gradient per output that requires grad (out_rg), in that order
+            outs_meta = [e.fwd.outputs[i] for i in e.out_rg]
             cts = [g if g is not None else zeros(o.shape, dtype=o.dtype) for g, o in zip(grads, outs_meta)]
-            cts = [cts[i] for i in e.out_rg]
         if STATE.grad_enabled:
             # create_graph: replay the joint graph eagerly, so the gradient is itself differentiable
             for t, v in zip(self.inputs, self.versions):
@@ -209,8 +217,11 @@ class CompiledFunctionBackward(Node):
 
 
 class TracedFunction:
-    def __init__(self, fn, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None, name=None):
+    def __init__(self, fn, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None, name=None,
+                 check=None):
+        from . import check as _check
         self.fn = fn
+        self.check = _check.ENABLED if check is None else bool(check)   # see tracing/check.py
         self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self.backend_name = backend
@@ -229,7 +240,8 @@ class TracedFunction:
         tf = bound.get(obj)
         if tf is None:
             tf = TracedFunction(functools.partial(self.fn, obj), tuple(i - 1 for i in self.static_argnums if i > 0),
-                                self.static_argnames, self.backend_name, self.max_cache_size, self.__name__)
+                                self.static_argnames, self.backend_name, self.max_cache_size, self.__name__,
+                                self.check)
             if _weakrefable(obj):
                 bound[obj] = tf
         return tf
@@ -239,9 +251,15 @@ class TracedFunction:
         leaves = []
         key = [STATE.grad_enabled]
         for i, a in enumerate(args):
-            key.append(_flatten(a, leaves, i in self.static_argnums))
+            try:
+                key.append(_flatten(a, leaves, i in self.static_argnums))
+            except TypeError as e:
+                raise _named(self, f"argument {i} ({_param_name(self.fn, i)})", e) from None
         for k in sorted(kwargs):
-            key.append((k, _flatten(kwargs[k], leaves, k in self.static_argnames)))
+            try:
+                key.append((k, _flatten(kwargs[k], leaves, k in self.static_argnames)))
+            except TypeError as e:
+                raise _named(self, f"argument {k!r}", e) from None
         return tuple(key), leaves
 
     def __call__(self, *args, **kwargs):
@@ -286,6 +304,9 @@ class TracedFunction:
                 ts = e.resolve(leaves)[0]
                 if e.one_shot:      # it creates the state the next trace lifts: run it before another traces
                     return self._run(e, ts)
+                if self.check:      # the first call of a signature, compared with an eager run
+                    from .check import checked_call
+                    return checked_call(self, e, ts, args, kwargs)
         return self._run(e, ts)
 
     # ------------------------------------------------------------------ tracing + compiling
@@ -391,6 +412,16 @@ class TracedFunction:
 
     def clear_cache(self):
         self.cache.clear()
+
+
+def _param_name(fn, i):
+    import inspect
+    try:
+        ps = [p.name for p in inspect.signature(getattr(fn, "forward", fn)).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return repr(ps[i]) if i < len(ps) else "*args"
+    except (TypeError, ValueError):
+        return "?"
 
 
 def _weakrefable(obj):
@@ -592,14 +623,16 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
     return e
 
 
-def trace(fn=None, *, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None):
-    """Compile `fn` (a function or an nn.Module) per input signature. Usable as @trace, @trace(...), trace(fn)."""
+def trace(fn=None, *, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None, check=None):
+    """Compile `fn` (a function or an nn.Module) per input signature. Usable as @trace, @trace(...), trace(fn).
+    check=True (or TRACEJIT_CHECK=1): the first call of each signature is compared with an eager run
+    (tracing/check.py)."""
     if fn is None:
         return lambda f: trace(f, static_argnums=static_argnums, static_argnames=static_argnames, backend=backend,
-                               max_cache_size=max_cache_size)
+                               max_cache_size=max_cache_size, check=check)
     if isinstance(fn, TracedFunction):
         return fn
-    return TracedFunction(fn, static_argnums, static_argnames, backend, max_cache_size)
+    return TracedFunction(fn, static_argnums, static_argnames, backend, max_cache_size, check=check)
 
 
 def make_graph(fn, *args, **kwargs):

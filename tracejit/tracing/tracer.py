@@ -128,6 +128,10 @@ class TraceContext:
         return a
 
     def record(self, op, args, attrs):
+        from ..ops.registry import check_operand
+        for i, a in enumerate(args):
+            if not isinstance(a, Tensor) and type(a) not in (int, float, bool):
+                check_operand(op, a, i)
         vals = [self.value_of(a) for a in args]
         if op.meta is None:
             raise TraceError(f"op {op.name} has no shape rule and cannot be traced")

@@ -362,7 +362,10 @@ def _warm(name, disp, args):
     try:
         disp(*args)
     except Exception as e:
-        raise _kernel_error(name, e) from None
+        err = _kernel_error(name, e)
+        if isinstance(err, _cache.KernelCompileError):
+            raise err from None
+        # (it compiled, then raised on the made-up warm-up values: the real call raises if its data is bad)
     if fresh:
         st = disp.stats
         _STATS["compiled"] += sum(st.cache_misses.values())
@@ -382,6 +385,11 @@ def _kernel_error(name, e):
         # an integer division or modulo by zero inside a kernel (rt.py raises it): PyTorch's error and eager's
         return RuntimeError("ZeroDivisionError")
     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    from numba.core.errors import NumbaError
+    if not isinstance(e, NumbaError):
+        # the kernel compiled and raised while running (a check in the generated code, a runtime helper's error,
+        # memory): an error of this call's data, not of the compiler
+        return RuntimeError(f"{name}: {type(e).__name__}: {first}")
     return _cache.KernelCompileError(
         f"tracejit: the numba kernel {name} failed ({type(e).__name__}: {first}). This is a tracejit bug; "
         f"please report it. To run this function anyway, use @tracejit.trace(..., backend=\"interpreter\").")
