@@ -110,6 +110,7 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
     prev = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
+    _CALLBACKS.append([])
     try:
         for node in order:
             buf = buffers.pop(node, None)
@@ -124,7 +125,11 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                         results[i] = g
             if leaf:
                 if accumulate and (capture is None or (node, 0) in capture):
-                    _accumulate(node.variable, buf[0], create_graph)
+                    t = node.variable
+                    _accumulate(t, buf[0], create_graph)
+                    if buf[0] is not None and "_post_acc_hooks" in t.__dict__:
+                        for h in list(t.__dict__["_post_acc_hooks"].values()):
+                            h(t)
                 continue
             if type(node) is OpNode:
                 grads_in = node.op.vjp(node, *buf)      # node.apply(buf), one call less
@@ -160,9 +165,24 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
             grads_in = g = old = d = None   # only the buffers hold gradients now (see _unseen)
             if not retain_graph:
                 node.release()
+        cbs = _CALLBACKS[-1]
+        while cbs:
+            cbs.pop(0)()
     finally:
+        _CALLBACKS.pop()
         STATE.grad_enabled = prev
     return results
+
+
+_CALLBACKS = []     # per running backward (innermost last): callbacks queued to run when it has finished
+
+
+def queue_callback(callback):
+    """Run `callback()` when the backward now running has finished (PyTorch's
+    Variable._execution_engine.queue_callback, as DistributedDataParallel uses it to wait for its all-reduces)."""
+    if not _CALLBACKS:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    _CALLBACKS[-1].append(callback)
 
 
 def _pre_hooks(node, buf, create_graph):

@@ -139,6 +139,10 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         if given in (None, -1) and os.environ.get(env) not in (None, "") and int(os.environ[env]) != actual:
             raise ValueError(f"init_process_group: environment variable {env}={os.environ[env]} but MPI started this "
                              f"process as {what} {actual}")
+    if n > 1:
+        # tracejit forks helper processes to compile kernels (backends/numba_cpu/workers.py); in an MPI job the
+        # other ranks use the cores, and fork after MPI_Init is unsafe: off unless the environment asks for them
+        os.environ.setdefault("TRACEJIT_COMPILE_WORKERS", "0")
     _world.update(rank=r, size=n, worker=_mpi.Worker(), seq=itertools.count())
     world = ProcessGroup(comm.Dup(), next(_gids), list(range(n)), secs, group_name or "WORLD")
     _world["groups"] = {world.id: world}
