@@ -1,5 +1,7 @@
 """DistributedDataParallel in mpiexec jobs (same parameters as one process with the whole batch, eager and
 traced, N = 2 and 3), its bucket assignment, and what it builds on: post-accumulate-grad hooks, engine callbacks."""
+import os
+
 import pytest
 
 import tracejit as torch
@@ -7,7 +9,7 @@ import tracejit.nn as nn
 from tracejit.autograd import engine
 from tracejit.nn.parallel.distributed import bucket_assignment
 
-from mpi_launch import check_ok, run_mpi
+from mpi_launch import ROOT, check_ok, run_mpi
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -15,6 +17,14 @@ def test_ddp_matches_one_process_with_the_whole_batch(n):
     """20 steps of SGD (momentum) and of Adam, eagerly and traced; no_sync; find_unused_parameters."""
     check_ok(n, run_mpi(n, "ddp_train.py", "eager", timeout=240))
     check_ok(n, run_mpi(n, "ddp_train.py", "traced", timeout=400))
+
+
+def test_example_train_ddp():
+    rc, out, err, _ = run_mpi(2, os.path.join(ROOT, "examples", "train_ddp.py"), "--epochs", "1", "--show-graph",
+                              timeout=300)
+    assert rc == 0, err[-3000:]
+    assert "weights identical on every rank" in out and "eager and traced weights agree: True" in out, out
+    assert "all_reduce_start" in out and "comm_wait" in out, out
 
 
 def test_bucket_assignment():

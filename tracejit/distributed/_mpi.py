@@ -94,6 +94,20 @@ class Worker:
         self.thread.join(timeout=10)
 
 
+def complete(req):
+    """Wait for a nonblocking MPI request by polling it, sleeping between polls once it is not done at once.
+    A blocking MPI call would busy-wait on its core for the other ranks (MPICH spins); polling leaves the core to
+    the computation of this rank (and, on a machine with fewer cores than ranks, of the others)."""
+    for _ in range(32):
+        if req.Test():
+            return
+    while not req.Test():
+        time.sleep(POLL_S)
+
+
+POLL_S = 50e-6
+
+
 # ----------------------------------------------------------------------------- reductions
 
 _NUMERIC = set("fiu")
@@ -122,8 +136,8 @@ def reduce_into(comm, send, recv, op):
     M = load()
     if send.dtype == np.bool_:         # PyTorch: SUM/MAX of bools is OR, PRODUCT/MIN is AND
         s8, r8 = send.view(np.uint8), recv.view(np.uint8)
-        comm.Allreduce(s8, r8, op=M.LAND if op in ("PRODUCT", "MIN", "BAND") else
-                       (M.LXOR if op == "BXOR" else M.LOR))
+        complete(comm.Iallreduce(s8, r8, op=M.LAND if op in ("PRODUCT", "MIN", "BAND") else
+                                 (M.LXOR if op == "BXOR" else M.LOR)))
         return
     if send.dtype == np.float16:       # (no MPI type for half): reduce in float32
         r32 = np.empty(recv.shape, np.float32)
@@ -131,7 +145,7 @@ def reduce_into(comm, send, recv, op):
         recv[...] = r32
         return
     mop, avg = mpi_op(op)
-    comm.Allreduce(send, recv, op=mop)
+    complete(comm.Iallreduce(send, recv, op=mop))
     if avg:
         recv /= comm.Get_size()
 

@@ -279,12 +279,12 @@ def start(kind, x, group, op=None, src=None):
         recv = send.copy() if pg.rank() == src else np.empty_like(send)
 
         def fn():
-            comm.Bcast(_bytes(recv), root=src)
+            _mpi.complete(comm.Ibcast(_bytes(recv), root=src))
     elif kind == "all_gather":
         recv = np.empty((pg.size(),) + send.shape, send.dtype)
 
         def fn():
-            comm.Allgather(_bytes(send), _bytes(recv))
+            _mpi.complete(comm.Iallgather(_bytes(send), _bytes(recv)))
     elif kind == "reduce_scatter":
         _mpi.check_reduce(send, op)
         recv = np.empty(send.shape[1:], send.dtype)
@@ -296,7 +296,7 @@ def start(kind, x, group, op=None, src=None):
                 _mpi.reduce_into(comm, send, full, op)
                 recv[...] = full[pg.rank()]
                 return
-            comm.Reduce_scatter_block(send, recv, op=mop)
+            _mpi.complete(comm.Ireduce_scatter_block(send, recv, op=mop))
             if avg:
                 np.divide(recv, pg.size(), out=recv)
     else:
@@ -559,7 +559,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     recv = np.empty((pg.size(),) + send.shape, send.dtype) if me else None
 
     def fn():
-        pg.comm.Gather(_bytes(send), _bytes(recv) if me else None, root=root)
+        _mpi.complete(pg.comm.Igather(_bytes(send), _bytes(recv) if me else None, root=root))
 
     def finish():
         if me:
@@ -586,7 +586,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     send = np.stack([_host(t).reshape(recv.shape) for t in scatter_list]) if me else None
 
     def fn():
-        pg.comm.Scatter(_bytes(send) if me else None, _bytes(recv), root=root)
+        _mpi.complete(pg.comm.Iscatter(_bytes(send) if me else None, _bytes(recv), root=root))
     return _done(Work(lambda: _write(tensor, Tensor._wrap(recv)), _submit(pg, "SCATTER", fn)), async_op)
 
 
@@ -595,7 +595,7 @@ def barrier(group=None, async_op=False, device_ids=None):
     pg = _group(group)
     if pg is None:
         return _not_member("barrier")
-    return _done(Work(lambda: None, _submit(pg, "BARRIER", pg.comm.Barrier)), async_op)
+    return _done(Work(lambda: None, _submit(pg, "BARRIER", lambda: _mpi.complete(pg.comm.Ibarrier()))), async_op)
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
@@ -603,4 +603,4 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     pg = _group(group)
     if pg is None:
         return _not_member("monitored_barrier")
-    _submit(pg, "BARRIER", pg.comm.Barrier).finish(None if timeout is None else _seconds(timeout))
+    _submit(pg, "BARRIER", lambda: _mpi.complete(pg.comm.Ibarrier())).finish(None if timeout is None else _seconds(timeout))

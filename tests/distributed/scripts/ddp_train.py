@@ -67,8 +67,15 @@ for kind in ("sgd", "adam"):
     same(params(model), params(ref), f"{MODE} {kind} after {STEPS} steps")
     if MODE == "traced":
         # one compiled program per rank holding the bucket all-reduces as nodes, each start before its wait
-        text = str(f.graph(torch.tensor(X[0][:b]), torch.tensor(Y[0][:b])))
+        gs = f.graph(torch.tensor(X[0][:b]), torch.tensor(Y[0][:b]))
+        text = str(gs)
         assert text.count("= all_reduce_start") == 3 and text.count("= comm_wait") == 3, text
+        # as compiled: the first bucket starts while backward's products are still to run; waits follow all starts
+        names = [nd.op.name for nd in gs.compiled_forward.nodes]
+        starts = [i for i, nm in enumerate(names) if nm == "all_reduce_start"]
+        waits = [i for i, nm in enumerate(names) if nm == "comm_wait"]
+        last_matmul = max(i for i, nm in enumerate(names) if nm == "matmul")
+        assert starts[0] < last_matmul and max(starts) < min(waits), names
         assert f.traces <= 3, f.traces          # (Adam's and momentum's first step create state: one retrace)
 
 # no_sync: gradients of two micro-batches accumulate locally, the synchronized backward averages their sum
