@@ -4,6 +4,7 @@ It runs on eager tensors and, unchanged, on tracers (then every VJP op it runs i
 this is how a `loss.backward()` inside a traced function becomes part of the static graph).
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -110,7 +111,8 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
     prev = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
-    _CALLBACKS.append([])
+    stack = _callbacks()
+    stack.append([])
     try:
         for node in order:
             buf = buffers.pop(node, None)
@@ -165,24 +167,32 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
             grads_in = g = old = d = None   # only the buffers hold gradients now (see _unseen)
             if not retain_graph:
                 node.release()
-        cbs = _CALLBACKS[-1]
+        cbs = stack[-1]
         while cbs:
             cbs.pop(0)()
     finally:
-        _CALLBACKS.pop()
+        stack.pop()
         STATE.grad_enabled = prev
     return results
 
 
-_CALLBACKS = []     # per running backward (innermost last): callbacks queued to run when it has finished
+_LOCAL = threading.local()     # .callbacks: per backward running in this thread (innermost last), the callbacks
+
+
+def _callbacks():
+    s = getattr(_LOCAL, "callbacks", None)
+    if s is None:
+        s = _LOCAL.callbacks = []
+    return s
 
 
 def queue_callback(callback):
-    """Run `callback()` when the backward now running has finished (PyTorch's
+    """Run `callback()` when the backward now running (in this thread) has finished (PyTorch's
     Variable._execution_engine.queue_callback, as DistributedDataParallel uses it to wait for its all-reduces)."""
-    if not _CALLBACKS:
+    s = _callbacks()
+    if not s:
         raise RuntimeError("Final callbacks can only be installed during backward pass.")
-    _CALLBACKS[-1].append(callback)
+    s[-1].append(callback)
 
 
 def _pre_hooks(node, buf, create_graph):

@@ -2,6 +2,7 @@
 momentum and of Adam), eagerly or traced (argv[1]); no_sync accumulation; find_unused_parameters.
 Every rank also computes the 1-process reference itself (eagerly, from rank 0's initial weights)."""
 import datetime
+import hashlib
 import sys
 
 import numpy as np
@@ -76,6 +77,11 @@ for kind in ("sgd", "adam"):
         waits = [i for i, nm in enumerate(names) if nm == "comm_wait"]
         last_matmul = max(i for i, nm in enumerate(names) if nm == "matmul")
         assert starts[0] < last_matmul and max(starts) < min(waits), names
+        # every rank compiled the same program (they compiled it at once, into one disk cache)
+        digest = torch.tensor([int.from_bytes(hashlib.sha256(str(gs).encode()).digest()[:7], "little")])
+        every = [torch.zeros_like(digest) for _ in range(n)]
+        dist.all_gather(every, digest)
+        assert len({int(e.item()) for e in every}) == 1, "ranks compiled different programs"
         assert f.traces <= 3, f.traces          # (Adam's and momentum's first step create state: one retrace)
 
 # no_sync: gradients of two micro-batches accumulate locally, the synchronized backward averages their sum
