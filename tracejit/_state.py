@@ -30,7 +30,7 @@ _GLOBAL = {"anomaly": False}
 
 
 def set_cuda_dispatch(fn):
-    _State.cuda = fn
+    _State.cuda = staticmethod(fn)     # (a plain function as a class attribute would be called as a method)
 
 
 STATE = _State()
