@@ -18,6 +18,7 @@ from .size import Size
 from .ops import registry as _registry
 from .ops import elementwise as _E, reduction as _R, shape_ops as _S, indexing as _I, linalg as _L, nn_ops as _N
 from .ops import random_ops as _random_ops, methods as _methods  # noqa: F401  (registers ops and methods)
+from .ops import collective as _collective  # noqa: F401  (tracejit.distributed's ops)
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403
@@ -117,7 +118,7 @@ from . import cuda  # noqa: E402  (numba.cuda itself is imported only when CUDA 
 from .tracing.trace import trace, make_graph, TracedFunction
 
 # nn/optim/data/saving (issue 5)
-from . import optim, utils
+from . import optim, utils, distributed
 from .serialization import save, load
 from .nn.functional import conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, layer_norm  # noqa: E402
 from .explain import explain  # noqa: E402,F811  (tracejit.explain(fn, *args): see tracejit/explain.py)

@@ -32,7 +32,7 @@ _GLOBAL = {"anomaly": False, "anomaly_nan": True}
 
 
 def set_cuda_dispatch(fn):
-    _State.cuda = fn
+    _State.cuda = staticmethod(fn)     # (a plain function as a class attribute would be called as a method)
 
 
 STATE = _State()

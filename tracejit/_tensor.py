@@ -322,6 +322,18 @@ class Tensor:
         self._hooks[key] = hook
         return RemovableHandle(self._hooks, key)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) runs after a backward has accumulated this leaf's gradient into its .grad."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        from .autograd.graph import RemovableHandle
+        hooks = self.__dict__.setdefault("_post_acc_hooks", {})
+        key = object()
+        hooks[key] = hook
+        return RemovableHandle(hooks, key)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         global _engine
         if _engine is None:

@@ -4,6 +4,7 @@ It runs on eager tensors and, unchanged, on tracers (then every VJP op it runs i
 this is how a `loss.backward()` inside a traced function becomes part of the static graph).
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -110,6 +111,8 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
 
     prev = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
+    stack = _callbacks()
+    stack.append([])
     try:
         for node in order:
             buf = buffers.pop(node, None)
@@ -124,7 +127,11 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
                         results[i] = g
             if leaf:
                 if accumulate and (capture is None or (node, 0) in capture):
-                    _accumulate(node.variable, buf[0], create_graph)
+                    t = node.variable
+                    _accumulate(t, buf[0], create_graph)
+                    if buf[0] is not None and "_post_acc_hooks" in t.__dict__:
+                        for h in list(t.__dict__["_post_acc_hooks"].values()):
+                            h(t)
                 continue
             if isinstance(node, OpNode):
                 grads_in = node.op.vjp(node, *buf)      # node.apply(buf), one call less
@@ -157,9 +164,32 @@ def run_backward(roots, grads, retain_graph, create_graph, inputs=None, accumula
             grads_in = g = old = d = None   # only the buffers hold gradients now (see _unseen)
             if not retain_graph:
                 node.release()
+        cbs = stack[-1]
+        while cbs:
+            cbs.pop(0)()
     finally:
+        stack.pop()
         STATE.grad_enabled = prev
     return results
+
+
+_LOCAL = threading.local()     # .callbacks: per backward running in this thread (innermost last), the callbacks
+
+
+def _callbacks():
+    s = getattr(_LOCAL, "callbacks", None)
+    if s is None:
+        s = _LOCAL.callbacks = []
+    return s
+
+
+def queue_callback(callback):
+    """Run `callback()` when the backward now running (in this thread) has finished (PyTorch's
+    Variable._execution_engine.queue_callback, as DistributedDataParallel uses it to wait for its all-reduces)."""
+    s = _callbacks()
+    if not s:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    s[-1].append(callback)
 
 
 def _pre_hooks(node, buf, create_graph):

@@ -3,4 +3,4 @@ from .parameter import Parameter, Buffer, UninitializedParameter
 from . import functional, init
 from .modules import *  # noqa: F401,F403
 from .modules import Module
-from . import utils
+from . import utils, parallel

@@ -4,5 +4,6 @@ from .cse import cse
 from .dce import dce
 from .partition import partition
 from .simplify import simplify
+from .transpose import transposed_products
 
-DEFAULT_PASSES = (simplify, cse, dce)
+DEFAULT_PASSES = (transposed_products, simplify, cse, dce)

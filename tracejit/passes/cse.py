@@ -1,4 +1,5 @@
-"""Common subexpression elimination: one node per (op, inputs, attributes); random ops are never merged."""
+"""Common subexpression elimination: one node per (op, inputs, attributes); random ops and collectives (each a
+message to the other ranks) are never merged."""
 from ..ir.graph import Value
 from .rewrite import Rewriter
 
@@ -23,7 +24,7 @@ def cse(g):
     r = Rewriter(g)
     seen = {}
     for n in g.nodes:
-        if n.op.random:
+        if n.op.random or n.op.kind == "collective":
             r.copy(n)
             continue
         k = (n.op.name, _key([r.get(i) for i in n.inputs]), _key(n.attrs))

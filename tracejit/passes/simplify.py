@@ -50,8 +50,8 @@ def simplify(g):
             (new,) = r.g.add_node(OPS["reshape"], [src], {"shape": out.shape}, [out])
             r.alias(out, new)
             continue
-        # constant folding (small results only, never random ops)
-        if not n.op.random and all(not isinstance(i, Value) or i in consts for i in ins) \
+        # constant folding (small results only, never random ops or collectives)
+        if not n.op.random and n.op.kind != "collective" and all(not isinstance(i, Value) or i in consts for i in ins) \
                 and any(isinstance(i, Value) for i in ins) and all(int(np.prod(o.shape)) <= 4096 for o in n.outputs):
             res = n.op.impl(*[consts[i] if isinstance(i, Value) else i for i in ins], **n.attrs)
             res = res if n.op.nout > 1 else (res,)

@@ -263,11 +263,13 @@ def _donations(graph, donate):
     where = {id(n): k for k, n in enumerate(graph.nodes)}
     out_ids = [id(v) for v in graph.outputs if isinstance(v, Value)]
     out_ids += [root[i] for i in out_ids if i in root]
+    # a collective's start hands its input to the communication thread, which reads it until the wait
+    sent = {id(i) for n in graph.nodes if n.op.kind == "collective" for i in n.inputs}
     res = {}
     for j, i in donate.items():
         v, u = graph.outputs[j], graph.inputs[i]
         n = getattr(v, "producer", None)
-        if n is None or out_ids.count(id(v)) != 1 or id(u) in out_ids or \
+        if n is None or out_ids.count(id(v)) != 1 or id(u) in out_ids or id(u) in sent or \
                 not (n.op.kind == "fused" or (n.op is GEMM_ACC and n.inputs[0] is u)):
             continue
         if tuple(v.shape) == tuple(u.shape) and v.dtype == u.dtype and last_use.get(id(u)) == where[id(n)]:

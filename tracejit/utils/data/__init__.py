@@ -5,3 +5,4 @@ from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSam
                       BatchSampler)
 from ._collate import default_collate, default_convert
 from .dataloader import DataLoader, get_worker_info, WorkerInfo
+from .distributed import DistributedSampler

@@ -1,0 +1,45 @@
+"""passes/transpose.py: (A @ B).T -> B.T @ A.T when the product is read by nothing else."""
+import numpy as np
+
+import tracejit as tj
+from tracejit.backends.interpreter import run
+from tracejit.passes.transpose import transposed_products
+
+
+def _ops(g):
+    return [n.op.name for n in g.nodes]
+
+
+def test_rewrites_a_transposed_product_and_keeps_its_value():
+    x, w = tj.randn(5, 3), tj.randn(3, 4)
+    g = tj.make_graph(lambda x, w: (x @ w).t() * 2, x, w)
+    h = transposed_products(g)
+    assert "matmul" in _ops(h) and _ops(h).index("matmul") > _ops(h).index("permute")    # permutes feed it
+    m = next(n for n in h.nodes if n.op.name == "matmul" and n.inputs[0].producer is not None)
+    assert m.inputs[0].producer.op.name == "permute" and m.inputs[1].producer.op.name == "permute"
+    want = (x.numpy() @ w.numpy()).T * 2
+    (got,) = run(h, [x.numpy(), w.numpy()])
+    assert np.allclose(got, want, rtol=1e-6) and got.shape == (4, 5)
+
+
+def test_keeps_a_product_read_elsewhere():
+    x, w = tj.randn(5, 3), tj.randn(3, 4)
+    g = tj.make_graph(lambda x, w: ((x @ w).t(), (x @ w).sum()), x, w)
+    assert sum(op == "matmul" for op in _ops(transposed_products(g))) == _ops(g).count("matmul")
+
+
+def test_a_linear_weight_gradient_comes_out_laid_out_as_the_weight():
+    lin = tj.nn.Linear(6, 4)
+    x = tj.randn(8, 6)
+
+    @tj.trace
+    def step(x):
+        lin(x).square().sum().backward()
+
+    step(x)
+    g = lin.weight.grad
+    assert g.numpy().flags.c_contiguous
+    lin2 = tj.nn.Linear(6, 4)
+    lin2.load_state_dict(lin.state_dict())
+    lin2(x).square().sum().backward()
+    assert np.allclose(g.numpy(), lin2.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
