@@ -116,6 +116,7 @@ def compile(*a, **k):
 from . import config
 from . import cuda  # noqa: E402  (numba.cuda itself is imported only when CUDA is used)
 from .tracing.trace import trace, make_graph, TracedFunction
+from .scan import scan  # noqa: E402
 
 # nn/optim/data/saving (issue 5)
 from . import optim, utils, distributed

@@ -17,6 +17,8 @@ fused node carries `rows=(lead, kept, trail)` shapes; `backends/numba_cpu/rowgen
 The fused node's op is made on the fly (not registered): kind "fused", `impl` runs the body with the
 reference interpreter, so a fused graph still runs on the interpreter backend.
 """
+import bisect
+
 import numpy as np
 
 from ..ir.graph import Graph, Node, Value
@@ -136,6 +138,157 @@ def row_class(shape, dom):
     return None
 
 
+class Units:
+    """The graph of units (a fused group contracted to one vertex, every other node alone), kept acyclic as
+    units merge: two units may merge only if no path leads from one to the other through a third unit.
+
+    The units are kept in a list in a topological order, each with an integer rank increasing along the list
+    (an order-maintenance list: a unit moved between two neighbours takes a rank between theirs, and when
+    there is none, a few neighbours are spread out). The path search between units a and b (a first) walks
+    only units ranked between them, forward from a and backward from b in turns, and stops when the two walks
+    meet (a cycle) or either is complete (no cycle), so a merge costs about the smaller walk, not the graph.
+    The complete walk is what moves: what leads to b goes just before the merged unit at a's place, or what
+    comes from a just after it at b's place. A search past `budget` units answers no: a fusion missed, never
+    a cycle."""
+
+    budget = 4096
+    GAP = 1 << 32
+
+    def __init__(self, succ):
+        n = len(succ)
+        self.parent = list(range(n))
+        self.out = [set(s) for s in succ]           # edges between representatives
+        self.inn = [set() for _ in range(n)]
+        for i, s in enumerate(succ):
+            for j in s:
+                self.inn[j].add(i)
+        self.members = [[i] for i in range(n)]
+        # the list: node order is a topological order; n and n + 1 are its head and tail
+        self.rank = [i * self.GAP for i in range(n)] + [-self.GAP, (n + 1) * self.GAP << 64]
+        order = [n] + list(range(n)) + [n + 1]
+        self.nxt, self.prv = [None] * (n + 2), [None] * (n + 2)
+        for p, q in zip(order, order[1:]):
+            self.nxt[p], self.prv[q] = q, p
+        self.searched = self.refused = self.spread = 0     # (for benches)
+
+    def find(self, x):
+        parent = self.parent
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def merge(self, x, y):
+        """Merge the units of nodes x and y unless that makes a cycle: the merged unit's representative, or None."""
+        a, b = self.find(x), self.find(y)
+        if a == b:
+            return a
+        rank, out, inn = self.rank, self.out, self.inn
+        if rank[a] > rank[b]:
+            a, b = b, a
+        lo, hi = rank[a], rank[b]
+        # fwd: reachable from a, ranked below b; bwd: reaching b, ranked above a. A cycle iff they meet.
+        fwd = {s for s in out[a] if rank[s] < hi}
+        bwd = {p for p in inn[b] if rank[p] > lo}
+        if not fwd.isdisjoint(bwd):
+            return None
+        fstack, bstack = list(fwd), list(bwd)
+        budget = self.budget
+        while fstack and bstack:
+            for s in out[fstack.pop()]:
+                if rank[s] < hi and s not in fwd:
+                    if s in bwd:
+                        return None
+                    fwd.add(s)
+                    fstack.append(s)
+            for p in inn[bstack.pop()]:
+                if rank[p] > lo and p not in bwd:
+                    if p in fwd:
+                        return None
+                    bwd.add(p)
+                    bstack.append(p)
+            if len(fwd) + len(bwd) > budget:
+                self.refused += 1
+                return None
+        self.searched += len(fwd) + len(bwd)
+        # no cycle: move the complete walk's units next to the merged unit's place
+        if not bstack and (fstack or len(bwd) <= len(fwd)):
+            keep, gone = a, b
+            for u in sorted(bwd, key=rank.__getitem__):     # just before a, in their order
+                self._unlink(u)
+                self._insert(u, self.prv[a], a)
+        else:
+            keep, gone = b, a
+            at = b
+            for u in sorted(fwd, key=rank.__getitem__):     # just after b, in their order
+                self._unlink(u)
+                self._insert(u, at, self.nxt[at])
+                at = u
+        self._unlink(gone)
+        r = self._join(a, b)
+        if r != keep:                                       # the representative takes the kept place
+            p, q = self.prv[keep], self.nxt[keep]
+            self.prv[r], self.nxt[r], rank[r] = p, q, rank[keep]
+            self.nxt[p] = self.prv[q] = r
+        return r
+
+    def _unlink(self, u):
+        p, q = self.prv[u], self.nxt[u]
+        self.nxt[p], self.prv[q] = q, p
+
+    def _insert(self, u, p, q):
+        rank = self.rank
+        if rank[q] - rank[p] < 2:
+            self._spread(p)
+            q = self.nxt[p]
+        rank[u] = (rank[p] + rank[q]) // 2
+        self.nxt[p], self.prv[u], self.nxt[u], self.prv[q] = u, p, q, u
+
+    def _spread(self, p):
+        # relabel p's successors evenly over a span that grows faster than their number
+        self.spread += 1
+        rank, nxt = self.rank, self.nxt
+        count, q = 1, nxt[p]
+        while nxt[q] is not None and rank[q] - rank[p] < 4 * count * count:
+            q = nxt[q]
+            count += 1
+        step = (rank[q] - rank[p]) // (count + 1) if nxt[q] is None else (rank[q] - rank[p]) // count
+        u, k = nxt[p], 1
+        while u != q:
+            rank[u] = rank[p] + k * step
+            u, k = nxt[u], k + 1
+
+    def _join(self, a, b):
+        out, inn = self.out, self.inn
+        if len(out[a]) + len(inn[a]) < len(out[b]) + len(inn[b]):
+            a, b = b, a
+        for s in out[b]:
+            inn[s].discard(b)
+            if s != a:
+                inn[s].add(a)
+                out[a].add(s)
+        for p in inn[b]:
+            out[p].discard(b)
+            if p != a:
+                out[p].add(a)
+                inn[a].add(p)
+        out[a].discard(b)
+        inn[a].discard(b)
+        out[b] = inn[b] = None
+        ma, mb = self.members[a], self.members[b]
+        if len(ma) < len(mb):
+            ma, mb = mb, ma
+        ma.extend(mb)
+        self.members[a], self.members[b] = ma, None
+        self.parent[b] = a
+        return a
+
+
+SIBLINGS = 8        # a node tries to join the groups of at most this many earlier readers of each of its inputs
+
+
 def find_groups(g, can_fuse=default_can_fuse, rows=False):
     """Lists of node indices, one per group (each list in graph order), and the row domain of each group
     (None for an elementwise group). With `rows`, row groups (see `row_domain`) are formed first."""
@@ -150,38 +303,20 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
     for i, nd in enumerate(nodes):
         for v in nd.inputs:
             if isinstance(v, Value):
-                consumers.setdefault(id(v), []).append(i)
+                cs = consumers.setdefault(id(v), [])
+                if not cs or cs[-1] != i:
+                    cs.append(i)
                 p = prod.get(id(v))
                 if p is not None:
                     succ[p].add(i)
     fus = [can_fuse(nd) for nd in nodes]
     shape = [nd.outputs[0].shape if nd.outputs else None for nd in nodes]
-    group_of = [-1] * n          # group id per node
-    members = {}                 # group id -> set of node indices
+    units = Units(succ)
+    find = units.find
+    grouped = [False] * n        # in a group (a node alone outside every group is not)
+    seeds = {}                   # first node of each row group -> its row domain
 
-    def convex(S, upto):
-        # a path from S through a node outside S (or through another group, contracted) back into S?
-        seen = set()
-        stack = [j for m in S for j in succ[m] if j not in S]
-        while stack:
-            j = stack.pop()
-            if j in seen or j >= upto:
-                continue
-            seen.add(j)
-            if j in S:
-                return False
-            nxt = [j] if group_of[j] < 0 else members[group_of[j]]
-            for m in nxt:
-                for s in succ[m]:
-                    if s in S:
-                        return False
-                    if s not in seen:
-                        stack.append(s)
-        return True
-
-    domains = {}                 # group id -> row domain, for row groups (ids from n on)
-
-    def row_ok(j, dom, gid):
+    def row_ok(j, dom, seed):
         nd = nodes[j]
         d = row_domain(nd)
         # elementwise work per element or per row (with a single row, a scalar is per row: a loss's mean)
@@ -195,9 +330,10 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
             if isinstance(v, Value) and row_class(v.shape, dom) is None:
                 return False
         # a value made in the group is a per-element or a per-row variable there: it must be read as such
+        gid = find(seed)
         for v, p, c in [(v, prod.get(id(v)), j) for v in nd.inputs if isinstance(v, Value)] + \
                 [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
-            if p is None or (group_of[p] != gid and p != j) or (group_of[c] != gid and c != j):
+            if p is None or (find(p) != gid and p != j) or (find(c) != gid and c != j):
                 continue
             per_row = (nodes[p].op.name not in ("softmax", "log_softmax") if row_domain(nodes[p])
                        else row_class(nodes[p].outputs[0].shape, dom) != "full")
@@ -209,11 +345,11 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
     if rows:
         for i, nd in enumerate(nodes):
             dom = row_domain(nd)
-            if dom is None or group_of[i] >= 0:
+            if dom is None or grouped[i]:
                 continue
-            gid = n + len(domains)
+            seeds[i] = dom
             S = {i}
-            members[gid], group_of[i], domains[gid] = S, gid, dom
+            grouped[i] = True
             grown = True
             while grown:
                 grown = False
@@ -225,16 +361,12 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
                     near.update(c for v in nodes[m].inputs if isinstance(v, Value) for c in consumers.get(id(v), ())
                                 if c not in S and row_domain(nodes[c]) == dom)
                 for j in sorted(near - S):
-                    if group_of[j] < 0 and row_ok(j, dom, gid) and convex(S | {j}, n):
+                    if not grouped[j] and row_ok(j, dom, i) and units.merge(i, j) is not None:
                         S.add(j)
-                        group_of[j] = gid
+                        grouped[j] = True
                         grown = True
-        for gid in domains:
-            for m in members[gid]:
+            for m in S:
                 fus[m] = False
-    # a path that leaves a group can come back only through smaller indices, i.e. through a row group
-    # (contracted): past the last row-group node, no path returns
-    last_row = max([m + 1 for gid in domains for m in members[gid]] + [0])
 
     for i, nd in enumerate(nodes):
         if not fus[i]:
@@ -244,50 +376,41 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
             if isinstance(v, Value):
                 p = prod.get(id(v))
                 if p is not None and fus[p] and shape[p] == shape[i]:
-                    cands.append(group_of[p])
+                    cands.append(find(p))
         for v in nd.inputs:
             if isinstance(v, Value):
-                for c in consumers.get(id(v), ()):
-                    if c < i and fus[c] and shape[c] == shape[i]:
-                        cands.append(group_of[c])
-        cur = {i}
-        merged = []
-        for gid in dict.fromkeys(cands):
-            if gid in merged:
-                continue
-            trial = cur | members[gid]
-            if convex(trial, max(i + 1, last_row)):
-                cur = trial
-                merged.append(gid)
-        gid = i
-        for old in merged:
-            del members[old]
-        members[gid] = cur
-        for m in cur:
-            group_of[m] = gid
+                cs = consumers.get(id(v), ())
+                k = bisect.bisect_left(cs, i)
+                for c in cs[max(0, k - SIBLINGS):k]:
+                    if fus[c] and shape[c] == shape[i]:
+                        cands.append(find(c))
+        grouped[i] = True
+        for r in dict.fromkeys(cands):
+            if find(r) != find(i):
+                units.merge(i, r)
     # reduction epilogues: a float `sum` of a value made in a group joins it (the loop accumulates the value
     # where it is computed; the value is still stored if anything else reads it)
-    for gid in [k for k in members if k not in domains]:
-        for m in sorted(members[gid]):
+    elementwise = sorted({find(i) for i in range(n) if grouped[i] and fus[i]}, key=lambda r: max(units.members[r]))
+    for r in elementwise:
+        for m in sorted(units.members[find(r)]):
             o = nodes[m].outputs[0]
             if nodes[m].op.name in BROADCASTS:
                 continue
             for j in consumers.get(id(o), ()):
-                r = nodes[j]
-                if not (can_reduce(r) and r.inputs[0] is o and group_of[j] < 0):
-                    continue
-                trial = members[gid] | {j}
-                if convex(trial, n):
-                    members[gid] = trial
-                    group_of[j] = gid
-    groups = [(sorted(s), domains.get(k)) for k, s in sorted(members.items(), key=lambda kv: min(kv[1]))]
+                red = nodes[j]
+                if can_reduce(red) and red.inputs[0] is o and not grouped[j]:
+                    if units.merge(m, j) is not None:
+                        grouped[j] = True
+    domains = {find(s): dom for s, dom in seeds.items()}
+    reps = dict.fromkeys(find(i) for i in range(n) if grouped[i])
+    groups = sorted((sorted(units.members[r]), domains.get(r)) for r in reps)
     # a group of broadcasts alone would only materialize them: leave those as views
     groups = [(m, d) for m, d in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]
-    return groups, group_of, prod
+    return groups, units, prod
 
 
 def fusion(g, can_fuse=default_can_fuse, rows=False):
-    groups, group_of, prod = find_groups(g, can_fuse, rows)
+    groups, _, prod = find_groups(g, can_fuse, rows)
     nodes = g.nodes
     # units: a group, or a single node; emit them in a topological order of the contracted graph
     unit_of = {}
@@ -340,11 +463,12 @@ def fusion(g, can_fuse=default_can_fuse, rows=False):
             continue
         inside = set(id(o) for m in mem for o in nodes[m].outputs)
         memset = set(mem)
-        ext = []
+        ext = {}
         for m in mem:
             for v in nodes[m].inputs:
-                if isinstance(v, Value) and id(v) not in inside and all(v is not e for e in ext):
-                    ext.append(v)
+                if isinstance(v, Value) and id(v) not in inside:
+                    ext.setdefault(id(v), v)
+        ext = list(ext.values())
         outs = []
         for m in mem:
             o = nodes[m].outputs[0]

@@ -12,3 +12,4 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
                    KLDivLoss)
+from .rnn import RNNBase, RNN, LSTM, GRU

@@ -1,0 +1,142 @@
+"""Fusion never makes a cycle: the incremental cycle test (`fusion.Units`) against brute force, and fused
+groups of random programs checked for convexity."""
+import numpy as np
+import pytest
+
+import tracejit
+from tracejit.backends.interpreter import run
+from tracejit.ir.graph import Value
+from tracejit.passes.fusion import Units, find_groups, fusion
+
+
+def _acyclic(n, edges, group):
+    # Kahn's algorithm on the graph with each group contracted to one vertex
+    succ, indeg = {}, {}
+    for u, v in edges:
+        a, b = group[u], group[v]
+        if a != b and b not in succ.setdefault(a, set()):
+            succ[a].add(b)
+            indeg[b] = indeg.get(b, 0) + 1
+    todo = [r for r in set(group) if not indeg.get(r)]
+    seen = 0
+    while todo:
+        a = todo.pop()
+        seen += 1
+        for b in succ.get(a, ()):
+            indeg[b] -= 1
+            if not indeg[b]:
+                todo.append(b)
+    return seen == len(set(group))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_units_merge_agrees_with_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 40))
+    p = rng.uniform(0.05, 0.3)
+    edges = [(i, j) for j in range(n) for i in range(j) if rng.random() < p]
+    succ = [set() for _ in range(n)]
+    for i, j in edges:
+        succ[i].add(j)
+    units = Units(succ)
+    if seed % 3 == 0:       # consecutive ranks: no room between them, every move spreads some out
+        units.rank[:n] = range(n)
+    group = list(range(n))
+    for _ in range(3 * n):
+        x, y = (int(v) for v in rng.integers(0, n, 2))
+        trial = [group[y] if g == group[x] else g for g in group]
+        ok = _acyclic(n, edges, trial)
+        r = units.merge(x, y)
+        assert (r is not None) == ok, (seed, x, y)
+        if ok:
+            group = trial
+        # the ranks stay a topological order of the contracted graph
+        for i, j in edges:
+            a, b = units.find(i), units.find(j)
+            assert a == b or units.rank[a] < units.rank[b]
+        listed, u = [], units.nxt[n]          # the list holds the units, ranks increasing
+        while units.nxt[u] is not None:
+            listed.append(u)
+            u = units.nxt[u]
+        assert sorted(listed) == [i for i in range(n) if units.find(i) == i]
+        assert all(units.rank[p] < units.rank[q] for p, q in zip(listed, listed[1:]))
+        assert sorted(sorted(units.members[units.find(i)]) for i in range(n) if units.find(i) == i) == \
+            sorted(sorted(i for i in range(n) if group[i] == g) for g in set(group))
+
+
+def test_units_spread_ranks_when_none_fits_between():
+    # 0 -> 3 -> 4 and 1 -> 2: merging 1 and 4 moves 3 between 0 and 1, whose ranks are consecutive
+    succ = [{3}, {2}, set(), {4}, set()]
+    units = Units(succ)
+    units.rank[:5] = range(5)
+    r = units.merge(1, 4)
+    assert r is not None and units.spread >= 1
+    assert units.rank[0] < units.rank[3] < units.rank[r] < units.rank[2]
+
+
+def test_units_refuse_when_the_search_is_too_long():
+    # a -> long chain -> b: merging a and b is a cycle; with a tiny budget the answer is still no
+    n = 50
+    succ = [{i + 1} if i < n - 1 else set() for i in range(n)]
+    succ[0].add(n - 1)
+    units = Units(succ)
+    units.budget = 4
+    assert units.merge(0, n - 1) is None
+    assert units.refused == 1
+    assert units.merge(0, 1) is not None
+
+
+def _random_program(rng, steps):
+    ops = [lambda a, b: a * b, lambda a, b: a + b, lambda a, b: tracejit.tanh(a) - b,
+           lambda a, b: a @ b, lambda a, b: a.sum(0, keepdim=True) * b, lambda a, b: tracejit.exp(a * 0.1)]
+    picks = [(int(rng.integers(len(ops))), int(rng.integers(1 << 30)), int(rng.integers(1 << 30)))
+             for _ in range(steps)]
+
+    def fn(x, y):
+        vals = [x, y]
+        for k, i, j in picks:
+            vals.append(ops[k](vals[i % len(vals)], vals[j % len(vals)]))
+        return vals[-1] + vals[-2], vals[len(vals) // 2]
+    return fn
+
+
+def _contracted_convex(g, groups):
+    # every group: no path leaves it and comes back (through nodes or other groups)
+    prod = {id(o): i for i, nd in enumerate(g.nodes) for o in nd.outputs}
+    edges = [(prod[id(v)], j) for j, nd in enumerate(g.nodes) for v in nd.inputs
+             if isinstance(v, Value) and id(v) in prod]
+    group = list(range(len(g.nodes)))
+    for k, (mem, _) in enumerate(groups):
+        for m in mem:
+            group[m] = len(g.nodes) + k
+    return _acyclic(len(g.nodes), edges, group)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fused_groups_of_random_programs_are_convex(seed):
+    rng = np.random.default_rng(seed)
+    fn = _random_program(rng, 25)
+    x, y = tracejit.randn(4, 4), tracejit.randn(4, 4)
+    g = tracejit.trace(fn, backend="interpreter").graph(x, y).forward
+    for rows in (False, True):
+        groups, _, _ = find_groups(g, rows=rows)
+        assert _contracted_convex(g, groups)
+        assert any(len(m) > 1 for m, _ in groups)
+    fg = fusion(g, rows=True)
+    ins = [np.asarray(x.numpy()), np.asarray(y.numpy())]
+    for a, b in zip(run(fg, ins), run(g, ins)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_path_through_a_matmul_blocks_the_merge():
+    # b = exp(x); c = b @ w; d = b + c: b and d may not share a kernel (c needs b, d needs c); e = b * 2 may
+    def fn(x, w):
+        b = tracejit.exp(x)
+        return b + b @ w, b * 2
+    x, w = tracejit.randn(3, 3), tracejit.randn(3, 3)
+    g = tracejit.trace(fn, backend="interpreter").graph(x, w).forward
+    names = [nd.op.name for nd in g.nodes]
+    groups, _, _ = find_groups(g)
+    by_name = {names[m]: k for k, (mem, _) in enumerate(groups) for m in mem}
+    assert by_name["exp"] != by_name["add"] and by_name["exp"] == by_name["mul"]
+    assert _contracted_convex(g, groups)

@@ -1,0 +1,179 @@
+"""RNN, LSTM, GRU: PyTorch's modules (constructor arguments, parameter names and shapes, initialization,
+input and state layouts), each layer and direction a `tracejit.scan` over time.
+
+The input projection of a whole sequence is one matrix product before the loop; each step does the hidden
+projection and the gate math. Not supported (an error says so): LSTM's `proj_size`, packed sequences.
+"""
+import math
+
+from ... import creation as C
+from ...ops.shape_ops import cat, stack
+from ...scan import scan
+from .. import functional as F, init
+from ..parameter import Parameter
+from .module import Module
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+class RNNBase(Module):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError("hidden_size must be an integer greater than zero")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError("num_layers must be an integer greater than zero")
+        if not (isinstance(dropout, (int, float)) and 0 <= dropout <= 1) or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if proj_size:
+            raise NotImplementedError("tracejit: LSTM's proj_size is not supported")
+        self.mode = mode
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        gate_size = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            for suffix in ("", "_reverse")[:2 if bidirectional else 1]:
+                size_in = input_size if layer == 0 else hidden_size * (2 if bidirectional else 1)
+                names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
+                shapes = [(gate_size, size_in), (gate_size, hidden_size)]
+                if bias:
+                    names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
+                    shapes += [(gate_size,), (gate_size,)]
+                for name, shape in zip(names, shapes):
+                    setattr(self, name, Parameter(C.empty(shape, dtype=dtype, device=device)))
+                self._flat_weights_names += names
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    @property
+    def all_weights(self):
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    def _weights(self, layer, suffix):
+        g = lambda n: getattr(self, f"{n}_l{layer}{suffix}", None)  # noqa: E731
+        return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
+
+    def _step(self, w_hh, b_hh):
+        """combine_fn for scan: (state, projected input x_t) -> (new state, h_t)."""
+        mode, H = self.mode, self.hidden_size
+        if mode == "LSTM":
+            def step(state, gx):
+                h, c = state
+                i, f, g, o = (gx + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+                c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+                h = o.sigmoid() * c.tanh()
+                return (h, c), h
+        elif mode == "GRU":
+            def step(h, gx):
+                gh = F.linear(h, w_hh, b_hh)
+                r = (gx[..., :H] + gh[..., :H]).sigmoid()
+                z = (gx[..., H:2 * H] + gh[..., H:2 * H]).sigmoid()
+                n = (gx[..., 2 * H:] + r * gh[..., 2 * H:]).tanh()
+                h = (1 - z) * n + z * h
+                return h, h
+        else:
+            act = F.relu if mode == "RNN_RELU" else (lambda v: v.tanh())
+
+            def step(h, gx):
+                h = act(gx + F.linear(h, w_hh, b_hh))
+                return h, h
+        return step
+
+    def forward(self, input, hx=None):
+        lstm = self.mode == "LSTM"
+        batched = input.dim() == 3
+        if input.dim() not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {input.shape[-1]}")
+        x = input if batched else input.unsqueeze(1)
+        if self.batch_first and batched:
+            x = x.transpose(0, 1)
+        D = 2 if self.bidirectional else 1
+        N, H = x.shape[1], self.hidden_size
+        want = (self.num_layers * D, N, H)
+        if hx is None:
+            h0 = C.zeros(want, dtype=x.dtype, device=x.device)
+            hx = (h0, h0) if lstm else h0
+        else:
+            parts = hx if lstm else (hx,)
+            if not batched:
+                parts = tuple(p.unsqueeze(1) for p in parts)
+            for p in parts:
+                if tuple(p.shape) != want:
+                    raise RuntimeError(f"Expected hidden size {want}, got {list(p.shape)}")
+            hx = parts if lstm else parts[0]
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d, suffix in enumerate(("", "_reverse")[:D]):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+                k = layer * D + d
+                state = (hx[0][k], hx[1][k]) if lstm else hx[k]
+                gx = F.linear(x, w_ih, b_ih)            # every time step's input projection at once
+                state, ys = scan(self._step(w_hh, b_hh), state, gx, reverse=d == 1)
+                outs.append(ys)
+                if lstm:
+                    h_n.append(state[0])
+                    c_n.append(state[1])
+                else:
+                    h_n.append(state)
+            x = outs[0] if D == 1 else cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        out = x
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        hn = stack(h_n, 0)
+        cn = stack(c_n, 0) if lstm else None
+        if not batched:
+            out, hn = out.squeeze(1), hn.squeeze(1)
+            cn = cn.squeeze(1) if lstm else None
+        return (out, (hn, cn)) if lstm else (out, hn)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+
+class RNN(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, 0, device, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
+
+
+class GRU(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)
