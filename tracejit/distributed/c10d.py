@@ -394,6 +394,10 @@ def _not_member(name):
 def _write(t, res):
     """Put a collective's result into tensor `t` (functionalized when tracing)."""
     if STATE.tracer is not None:
+        if tuple(res.shape) != tuple(t.shape):       # (an all_gather's (size, ...) result into a flat output)
+            res = res.reshape(t.shape)
+        if res.dtype is not t.dtype:
+            res = res.to(t.dtype)
         STATE.tracer.rebind(t, res)
     else:
         np.copyto(t._data, res._data.reshape(t._data.shape), casting="unsafe")

@@ -132,14 +132,32 @@ def f(x):
     return z + x
 
 
+@torch.trace
+def g(x):
+    b = x + 0
+    dist.broadcast(b, src=n - 1)
+    gathered = torch.zeros(n * 2, 3)
+    dist.all_gather_into_tensor(gathered, x * 1)
+    scattered = torch.zeros(2, 3)
+    dist.reduce_scatter_tensor(scattered, torch.cat([x * (q + 1) for q in range(n)]))
+    return b, gathered, scattered
+
+
 x0 = torch.tensor(data(r))
 for _ in range(2):
     x = x0.clone()
     got = f(x)
     close(got, (2 * sum(every) + 1 + np.max(every, 0)).astype(np.float32), "traced")
     close(x, np.max(every, 0), "traced in-place write-back")
+    b, gathered, scattered = g(x0)
+    close(b, data(n - 1), "traced broadcast")
+    close(gathered, np.concatenate(every), "traced all_gather")
+    close(scattered, sum(every) * np.float32(r + 1), "traced reduce_scatter")
 text = str(torch.make_graph(f.fn, x0.clone()))
 assert text.count("all_reduce_start") == 2 and text.count("comm_wait") == 2, text
+text = str(torch.make_graph(g.fn, x0.clone()))
+for name in ("broadcast_start", "all_gather_start", "reduce_scatter_start"):
+    assert text.count(name) == 1, text
 
 dist.barrier()
 dist.destroy_process_group()
