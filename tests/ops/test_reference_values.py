@@ -273,6 +273,8 @@ CASES.update({
                             lambda x: _adaptive(x, 2, 3)),
     "nll_loss": (lambda x: F.nll_loss(x, tj.tensor(_T), weight=tj.tensor(_W), ignore_index=2),
                  [_rng.standard_normal((5, 4))], lambda x: np.array(_nll(x, _T, _W, 2))),
+    "one_hot": (lambda i: F.one_hot(i, 6), [np.abs(I1) % 6], lambda i: np.array(
+        [[[int(i[r, c] == k) for k in range(6)] for c in range(4)] for r in range(3)])),
     "cross_entropy": (lambda x: F.cross_entropy(x, tj.tensor(_T)), [_rng.standard_normal((5, 4))],
                       lambda x: np.array(_nll(np.log(_softmax_rows(x)), _T, np.ones(4), -100))),
 })
@@ -326,7 +328,7 @@ CASES["scaled_dot_product_attention"] = (
 
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
-    "add": "add", "contiguous": "contiguous", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
+    "add": "add", "contiguous": "contiguous", "check_classes": "one_hot", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
