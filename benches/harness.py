@@ -431,7 +431,17 @@ def machine():
         info["numba"] = numba.__version__
     except Exception:
         pass
+    try:          # what numba compiles tracejit's kernels for (TRACEJIT_VECTOR_BITS, NUMBA_CPU_*)
+        info.update(kernels.cpu.vector_info())
+    except Exception:
+        pass
     return info
+
+
+def machine_line(m):
+    """The CPU as the bench header and --compare-to name it: model, LLVM host CPU, vector ISA and width."""
+    isa = f", {m['isa']} {m['vector_bits']}-bit vectors" if m.get("isa") else ""
+    return f"{m.get('cpu', '?')} (LLVM host CPU {m.get('llvm_cpu', '?')}{isa})"
 
 
 def fmt_time(s):
