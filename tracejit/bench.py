@@ -18,7 +18,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(HERE, "benches")
 
 # the order of the default suite; other bench_*.py files with a run() follow
-ORDER = ("eager_overhead", "fused_chain", "small_call", "rows", "mlp_step", "cnn_step", "resnet_step", "gpt_step",
+ORDER = ("eager_overhead", "fused_chain", "small_call", "long_chains", "user_chains", "rows", "mlp_step", "cnn_step",
+         "resnet_step", "gpt_step",
          "compile_latency")
 # benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
 EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
@@ -133,7 +134,8 @@ def print_table(results, file=None):
 
 # ----------------------------------------------------------------------------------------------- suite
 
-def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None, compare_to=None):
+def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None, compare_to=None,
+              cpu_time=False):
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
     H = _harness()
@@ -159,12 +161,15 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         say(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}")
         return 2
     t_start = time.perf_counter()
+    H.CONFIG["clock"] = "cpu" if cpu_time else "wall"
     threads = H.pin_threads()
     mach = H.machine()
     say(f"tracejit bench{' --quick' if quick else ''}: {H.machine_line(mach)}, {mach['cores']} cores, "
         f"Python {mach['python']}, numpy {mach['numpy']}, numba {mach.get('numba', '-')}")
     say("threads pinned: " + ", ".join(f"{k} {v}" for k, v in threads.items())
         + " (one thread per system: the machine has 2 shared cores)")
+    if cpu_time:
+        say("clock: the process's CPU time per call (all its threads), not the wall clock (--cpu-time)")
     rf = H.roofs()
     say(f"roofs: bandwidth {rf['bandwidth_GBps']:.1f} GB/s ({rf['bandwidth_how']}); "
         + (f"numba loop {rf['numba_triad_GBps']:.1f} GB/s (triad); " if rf.get("numba_triad_GBps") else "")
@@ -236,7 +241,8 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
     say(f"total {time.perf_counter() - t_start:.1f} s")
     if json_path:
         doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "machine": mach, "threads": threads, "quick": quick, "roofs": rf, "references": refs,
+               "machine": mach, "threads": threads, "quick": quick, "clock": H.CONFIG["clock"], "roofs": rf,
+               "references": refs,
                "benchmarks": status, "checks": [list(map(str, c)) for c in H.CHECKS],
                "results": [r.as_dict() for r in results]}
         with open(json_path, "w") as f:
@@ -246,7 +252,8 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         say(plot(results, plot_path))
     if earlier is not None:
         say("")
-        say(compare_runs(earlier, {"machine": mach, "results": [r.as_dict() for r in results]}, compare_to))
+        say(compare_runs(earlier, {"machine": mach, "clock": H.CONFIG["clock"],
+                                   "results": [r.as_dict() for r in results]}, compare_to))
     return 1 if failed else 0
 
 
@@ -275,6 +282,9 @@ def compare_runs(before, now, label="the earlier run"):
     if H.machine_line(m0) != H.machine_line(m1):
         lines.append(f"note: the earlier run was on {H.machine_line(m0)}, this one on {H.machine_line(m1)}: "
                      f"ratios across machines say little")
+    if before.get("clock", "wall") != now.get("clock", "wall"):
+        lines.append(f"note: the earlier run timed by the {before.get('clock', 'wall')} clock, this one by the "
+                     f"{now.get('clock', 'wall')} clock")
     lines += ["", "| benchmark | system | size | then | now | now / then |", "|---|---|---|---|---|---|"]
     ratios, slower = [], []
     for r in now["results"]:

@@ -180,6 +180,9 @@ def test_bench_records_the_cpu_and_compares_with_an_earlier_run(tmp_path, monkey
     out = capsys.readouterr().out
     assert "| benchmark | system | size | then | now | now / then |" in out and "| fake/add | numpy | 1000 |" in out
     assert "2 rows in common" in out and "note: the earlier run was on" not in out
+    assert B.run_suite(["fake"], quick=True, compare_to=str(js), cpu_time=True) == 0     # CPU time, not wall
+    out = capsys.readouterr().out
+    assert "clock: the process's CPU time per call" in out and "timed by the wall clock, this one by the cpu" in out
     # a row 1.5x slower is flagged; another CPU is named
     slow = json.loads(js.read_text())
     for r in slow["results"]:
