@@ -53,12 +53,12 @@ def systems(u, a, quick, notes):
         else:
             import torch
             H.pin_threads()
-            x = torch.from_numpy(a.copy())
-            cf, why = H.try_torch_compile(chain(torch, u), x)
+            tx = torch.from_numpy(a.copy())
+            cf, why = H.try_torch_compile(chain(torch, u), tx)
             if cf is None:
                 notes["torch.compile"] = why
             else:
-                out["torch.compile"] = lambda: cf(x)
+                out["torch.compile"] = lambda: cf(tx)
     if H.wanted("jax"):
         jax, why = H.try_jax(threads=H.CONFIG["threads"])
         if jax is None:
@@ -67,8 +67,8 @@ def systems(u, a, quick, notes):
             import types
             jnp = jax.numpy
             jf = jax.jit(chain(types.SimpleNamespace(tanh=jnp.tanh, exp=jnp.exp, sigmoid=jax.nn.sigmoid), u))
-            x = jnp.asarray(a)
-            out["jax.jit"] = lambda: jf(x).block_until_ready()
+            jx = jnp.asarray(a)
+            out["jax.jit"] = lambda: jf(jx).block_until_ready()
     return out
 
 

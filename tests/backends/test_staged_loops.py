@@ -20,6 +20,7 @@ def _cache_dir(tmp_path_factory, monkeypatch):
 def run(fn, args, monkeypatch, staged, parallel):
     """fn traced with stages on or off, serial or threaded: (outputs as numpy, the kernels' KernelSources)."""
     monkeypatch.setattr(codegen, "STAGE_HEAVY", 1 if staged else 1 << 30)
+    monkeypatch.setattr(codegen, "STAGE_MAX", 4 if staged else 1 << 30)
     monkeypatch.setattr(codegen, "PAR_MIN", 1 if parallel else 1 << 62)
     tf = tracejit.trace(fn, backend="numba")
     outs = tf(*[tracejit.tensor(a.copy()) for a in args])
@@ -126,3 +127,8 @@ def test_only_bodies_with_several_costly_calls_are_staged():
     assert codegen.stages(["v0 = exp_f32(x0)    # exp", "v1 = (v0 * x0)    # mul"]) is None
     assert codegen.stages(["v0 = exp_f32(x0)    # exp", "v1 = (v0 * x0)    # mul", "v2 = tanh_f32(v1)    # tanh",
                            "v3 = relu_f32(v2)    # relu"]) == [[0, 1], [2, 3]]
+    # independent costly calls share a stage (they overlap in one loop), at most STAGE_MAX of them
+    assert codegen.stages(["v0 = tanh_f32(x0)    # tanh", "v1 = sigmoid_f32(x1)    # sigmoid",
+                           "v2 = (v0 * v1)    # mul"]) is None
+    assert codegen.stages([f"v{k} = exp_f32(x{k})    # exp" for k in range(codegen.STAGE_MAX + 1)]) == \
+        [list(range(codegen.STAGE_MAX)), [codegen.STAGE_MAX]]

@@ -30,7 +30,8 @@ _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
 CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
-STAGE_HEAVY = 1  # costly calls per stage
+STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
+STAGE_MAX = 4    # costly calls in a stage
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
@@ -442,19 +443,27 @@ def _sink_names(outs, red_outs, names, reductions):
 
 
 def stages(stmts):
-    """The body's statements (indices) per stage, a new stage at each costly call (`rt.HEAVY`) once the stage
-    holds STAGE_HEAVY of them; None when one stage takes them all."""
+    """The body's statements (indices) per stage, or None when one stage takes them all. A new stage begins at a
+    costly call (`rt.HEAVY`) that depends, within the current stage, on STAGE_HEAVY costly calls already, or
+    that would be the stage's STAGE_MAX-th: a chain of dependent calls is latency-bound in one loop (split it),
+    while independent ones (tanh(x * w + b) * sigmoid(x)) overlap in one loop and run slower apart (1.3x, the
+    separate loops' stores and loads of the tile included)."""
     if not _HEAVY_CALL:
         from .rt import HEAVY
         _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
-    out, h = [[]], 0
+    out, count, depth = [[]], 0, {}       # depth: value -> costly calls on its longest path inside the stage
     for q, st in enumerate(stmts):
-        c = len(_HEAVY_CALL[0].findall(st.split("#")[0]))
-        if c and h >= STAGE_HEAVY:
+        name, rhs = st.split(" = ", 1)
+        rhs = rhs.split("#")[0]
+        c = len(_HEAVY_CALL[0].findall(rhs))
+        d = max([depth.get(v, 0) for v in _NAME.findall(rhs)] + [0]) + c
+        if c and (d > STAGE_HEAVY or count + c > STAGE_MAX):
             out.append([])
-            h = 0
+            count, depth = 0, {}
+            d = c
         out[-1].append(q)
-        h += c
+        count += c
+        depth[name] = d
     return out if len(out) > 1 else None
 
 
