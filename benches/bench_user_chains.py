@@ -111,10 +111,10 @@ def systems(src, arrays, quick, notes):
         else:
             import torch
             H.pin_threads()
-            L = types.SimpleNamespace(tanh=torch.tanh, sigmoid=torch.sigmoid, exp=torch.exp, log1p=torch.log1p,
-                                      abs=torch.abs, relu=torch.relu, maximum=torch.maximum)
+            Lt = types.SimpleNamespace(tanh=torch.tanh, sigmoid=torch.sigmoid, exp=torch.exp, log1p=torch.log1p,
+                                       abs=torch.abs, relu=torch.relu, maximum=torch.maximum)
             tx = [torch.from_numpy(a.copy()) for a in arrays]
-            cf, why = H.try_torch_compile(lambda x, y, b, c: prog(L, x, y, b, c), *tx)
+            cf, why = H.try_torch_compile(lambda x, y, b, c: prog(Lt, x, y, b, c), *tx)
             if cf is None:
                 notes["torch.compile"] = why
             else:
@@ -125,10 +125,10 @@ def systems(src, arrays, quick, notes):
             notes["jax.jit"] = why
         else:
             jnp = jax.numpy
-            L = types.SimpleNamespace(tanh=jnp.tanh, sigmoid=jax.nn.sigmoid, exp=jnp.exp, log1p=jnp.log1p,
-                                      abs=jnp.abs, relu=jax.nn.relu, maximum=jnp.maximum)
+            Lj = types.SimpleNamespace(tanh=jnp.tanh, sigmoid=jax.nn.sigmoid, exp=jnp.exp, log1p=jnp.log1p,
+                                       abs=jnp.abs, relu=jax.nn.relu, maximum=jnp.maximum)
             jx = [jnp.asarray(a) for a in arrays]
-            jf = jax.jit(lambda x, y, b, c: prog(L, x, y, b, c))
+            jf = jax.jit(lambda x, y, b, c: prog(Lj, x, y, b, c))
             out["jax.jit"] = lambda: jf(*jx).block_until_ready()
     return out
 
