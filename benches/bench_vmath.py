@@ -9,10 +9,16 @@ For exp, tanh, sigmoid and log on N float32 values (default 4M) it times
 * numba-vmath: the same loop calling ``vmath.vexp`` / ``vmath.vtanh`` / ...
 
 after checking that the three results agree, and prints the median time of
-each (over --repeat runs) and the ratios numpy/vmath and libm/vmath.
+each (over --repeat runs, in ns per element) and the ratios numpy/vmath and libm/vmath.
 
 Usage:  python benches/bench_vmath.py [--n 4194304] [--repeat 21]
-                                      [--dtype float32|float64]
+                                      [--dtype float32|float64] [--cpu-time]
+                                      [--isa 512,256,128]
+
+The header names the vector instruction set the loops are compiled for (kernels.cpu.vector_info()).
+``--isa`` runs the benchmark once per TRACEJIT_VECTOR_BITS value the CPU has (512: AVX-512, 256: AVX2,
+128: SSE4.2), each in its own process. ``--cpu-time`` times by the process's CPU time (a shared machine's waits
+for a core not counted); ``--n 16384`` keeps the data in L1/L2 (compute, not memory, is timed).
 """
 
 import argparse
@@ -111,14 +117,37 @@ def max_ulp(a, b):
                         .astype(np.float64)))
 
 
+CLOCK = [time.perf_counter]
+
+
 def median_time(fn, x, out, repeat):
     fn(x, out)  # warm up (and compile)
+    clock = CLOCK[0]
+    loops = max(1, (1 << 22) // x.size)       # small n: several calls per sample
     ts = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(x, out)
-        ts.append(time.perf_counter() - t0)
+        t0 = clock()
+        for _ in range(loops):
+            fn(x, out)
+        ts.append((clock() - t0) / loops)
     return float(np.median(ts))
+
+
+def per_isa(isas):
+    """This benchmark once per TRACEJIT_VECTOR_BITS value the host has, each in a fresh process."""
+    import subprocess
+    import llvmlite.binding as ll
+    have = ll.get_host_cpu_features().flatten().split(",")
+    need = {"512": "+avx512f", "256": "+avx2", "128": "+sse4.2"}
+    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--isa" and (i == 0 or sys.argv[i] != "--isa")]
+    for bits in isas:
+        if need.get(bits) not in have:
+            print(f"TRACEJIT_VECTOR_BITS={bits}: this CPU has no {need.get(bits, '?')[1:]}: skipped\n")
+            continue
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR"))}
+        env["TRACEJIT_VECTOR_BITS"] = bits
+        subprocess.run([sys.executable, os.path.abspath(__file__)] + argv, env=env, check=True)
+        print()
 
 
 def main():
@@ -127,18 +156,27 @@ def main():
     ap.add_argument("--repeat", type=int, default=21)
     ap.add_argument("--dtype", default="float32",
                     choices=["float32", "float64"])
+    ap.add_argument("--cpu-time", action="store_true", help="time by the process's CPU time")
+    ap.add_argument("--isa", default=None, help="comma-separated TRACEJIT_VECTOR_BITS values: one run each")
     args = ap.parse_args()
+    if args.isa:
+        return per_isa(args.isa.split(","))
+    if args.cpu_time:
+        CLOCK[0] = time.process_time
     dtype = np.dtype(args.dtype).type
     rng = np.random.default_rng(0)
     kernels = make_kernels(dtype)
     tol = 4.0  # ulps; numpy's own float32 SIMD exp/log are up to ~3.5 ulp off
 
+    from kernels.cpu import vector_info
+    vi = vector_info()
     print(f"vmath bench: n={args.n} {args.dtype}, median of {args.repeat} "
-          f"runs, numba {__import__('numba').__version__}, "
-          f"numpy {np.__version__}")
-    hdr = (f"{'op':8s} {'numpy ms':>9s} {'libm ms':>9s} {'vmath ms':>9s}"
+          f"runs ({'CPU' if args.cpu_time else 'wall'} time), numba {__import__('numba').__version__}, "
+          f"numpy {np.__version__}; LLVM host CPU {vi['llvm_cpu']}, {vi['isa']} {vi['vector_bits']}-bit vectors")
+    hdr = (f"{'op':8s} {'numpy':>9s} {'libm':>9s} {'vmath':>9s}"
            f" {'numpy/vmath':>12s} {'libm/vmath':>11s}"
            f" {'ulp(vm,np)':>11s} {'ulp(libm,np)':>13s}")
+    print("times: ns per element")
     print(hdr)
     print("-" * len(hdr))
     for op, (f_np, f_libm, f_vm) in kernels.items():
@@ -153,8 +191,9 @@ def main():
                              f"{u_vm} ulp, libm vs numpy {u_libm} ulp)")
         t_np, t_libm, t_vm = (median_time(f, x, o, args.repeat)
                               for f, o in zip((f_np, f_libm, f_vm), outs))
-        print(f"{op:8s} {t_np * 1e3:9.2f} {t_libm * 1e3:9.2f} "
-              f"{t_vm * 1e3:9.2f} {t_np / t_vm:12.2f} {t_libm / t_vm:11.2f}"
+        ns = 1e9 / args.n           # per element
+        print(f"{op:8s} {t_np * ns:9.3f} {t_libm * ns:9.3f} "
+              f"{t_vm * ns:9.3f} {t_np / t_vm:12.2f} {t_libm / t_vm:11.2f}"
               f" {u_vm:11.2f} {u_libm:13.2f}")
 
 

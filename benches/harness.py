@@ -44,6 +44,7 @@ from kernels.cpu.blas import blas_threads  # noqa: E402
 CONFIG = {
     "compare": None,         # None = every reference system available; else a set like {"numpy", "torch"}
     "threads": 1,
+    "clock": "wall",         # "cpu": time calls by the process's CPU time (all threads), not the wall clock
 }
 CHECKS = []                  # one entry per successful check_same call: (label, systems, max abs error)
 
@@ -209,8 +210,8 @@ def _sample(fns, repeat, min_sample, warmup, max_time=None):
             fn()
     loops = {k: _loops_for(fn, min_sample) if min_sample else 1 for k, fn in fns.items()}
     samples = {k: [] for k in fns}
-    perf = time.perf_counter
-    start = perf()
+    perf = time.process_time if CONFIG["clock"] == "cpu" else time.perf_counter
+    start = time.perf_counter()
     for r in range(repeat):
         for k, fn in fns.items():
             n = loops[k]
@@ -218,7 +219,7 @@ def _sample(fns, repeat, min_sample, warmup, max_time=None):
             for _ in range(n):
                 fn()
             samples[k].append((perf() - t0) / n)
-        if max_time is not None and r >= 4 and perf() - start > max_time:
+        if max_time is not None and r >= 4 and time.perf_counter() - start > max_time:
             break                  # enough samples for a median; slow systems should not stall the suite
     return samples
 
@@ -431,7 +432,17 @@ def machine():
         info["numba"] = numba.__version__
     except Exception:
         pass
+    try:          # what numba compiles tracejit's kernels for (TRACEJIT_VECTOR_BITS, NUMBA_CPU_*)
+        info.update(kernels.cpu.vector_info())
+    except Exception:
+        pass
     return info
+
+
+def machine_line(m):
+    """The CPU as the bench header and --compare-to name it: model, LLVM host CPU, vector ISA and width."""
+    isa = f", {m['isa']} {m['vector_bits']}-bit vectors" if m.get("isa") else ""
+    return f"{m.get('cpu', '?')} (LLVM host CPU {m.get('llvm_cpu', '?')}{isa})"
 
 
 def fmt_time(s):

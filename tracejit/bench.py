@@ -8,6 +8,7 @@ the median), speedup vs the baseline system measured in the same run, and the fr
 import datetime
 import importlib.util
 import json
+import math
 import os
 import sys
 import time
@@ -17,7 +18,8 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHES = os.path.join(HERE, "benches")
 
 # the order of the default suite; other bench_*.py files with a run() follow
-ORDER = ("eager_overhead", "fused_chain", "small_call", "rows", "mlp_step", "cnn_step", "resnet_step", "gpt_step",
+ORDER = ("eager_overhead", "fused_chain", "small_call", "long_chains", "user_chains", "rows", "mlp_step", "cnn_step",
+         "resnet_step", "gpt_step",
          "compile_latency")
 # benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
 EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
@@ -132,10 +134,18 @@ def print_table(results, file=None):
 
 # ----------------------------------------------------------------------------------------------- suite
 
-def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None):
+def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None, compare_to=None,
+              cpu_time=False):
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
     H = _harness()
+    earlier = None
+    if compare_to:
+        try:
+            earlier = load_run(compare_to)
+        except (OSError, ValueError) as e:
+            say(f"--compare-to: cannot read {compare_to}: {e}")
+            return 2
     if compare:
         bad = [c for c in compare if c not in REFERENCE_SYSTEMS]
         if bad:
@@ -151,12 +161,15 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         say(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(available())}")
         return 2
     t_start = time.perf_counter()
+    H.CONFIG["clock"] = "cpu" if cpu_time else "wall"
     threads = H.pin_threads()
     mach = H.machine()
-    say(f"tracejit bench{' --quick' if quick else ''}: {mach['cpu']}, {mach['cores']} cores, "
+    say(f"tracejit bench{' --quick' if quick else ''}: {H.machine_line(mach)}, {mach['cores']} cores, "
         f"Python {mach['python']}, numpy {mach['numpy']}, numba {mach.get('numba', '-')}")
     say("threads pinned: " + ", ".join(f"{k} {v}" for k, v in threads.items())
         + " (one thread per system: the machine has 2 shared cores)")
+    if cpu_time:
+        say("clock: the process's CPU time per call (all its threads), not the wall clock (--cpu-time)")
     rf = H.roofs()
     say(f"roofs: bandwidth {rf['bandwidth_GBps']:.1f} GB/s ({rf['bandwidth_how']}); "
         + (f"numba loop {rf['numba_triad_GBps']:.1f} GB/s (triad); " if rf.get("numba_triad_GBps") else "")
@@ -228,7 +241,8 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
     say(f"total {time.perf_counter() - t_start:.1f} s")
     if json_path:
         doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "machine": mach, "threads": threads, "quick": quick, "roofs": rf, "references": refs,
+               "machine": mach, "threads": threads, "quick": quick, "clock": H.CONFIG["clock"], "roofs": rf,
+               "references": refs,
                "benchmarks": status, "checks": [list(map(str, c)) for c in H.CHECKS],
                "results": [r.as_dict() for r in results]}
         with open(json_path, "w") as f:
@@ -236,7 +250,61 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         say(f"wrote {json_path}")
     if plot_path:
         say(plot(results, plot_path))
+    if earlier is not None:
+        say("")
+        say(compare_runs(earlier, {"machine": mach, "clock": H.CONFIG["clock"],
+                                   "results": [r.as_dict() for r in results]}, compare_to))
     return 1 if failed else 0
+
+
+# ----------------------------------------------------------------------------------------------- --compare-to
+
+SLOWER = 1.10                # a row this much slower than in the earlier run is flagged
+
+
+def load_run(path):
+    """An earlier `tracejit bench --json` file: {"machine", "results", ...}."""
+    with open(path) as f:
+        doc = json.load(f)
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise ValueError("not a `tracejit bench --json` file (no results list)")
+    return doc
+
+
+def compare_runs(before, now, label="the earlier run"):
+    """A Markdown table of the rows both runs measured: the earlier and the new median and their ratio (new /
+    earlier: > 1 is slower), rows SLOWER or more flagged; a note when the two runs name different CPUs."""
+    H = _harness()
+    key = lambda r: (r.get("bench"), r.get("name"), r.get("system"), str(r.get("size")))  # noqa: E731
+    old = {key(r): r for r in before["results"] if r.get("median")}
+    lines = [f"compared with {label} ({before.get('date', 'date unknown')}): time now / time then (> 1 is slower)"]
+    m0, m1 = before.get("machine", {}), now.get("machine", {})
+    if H.machine_line(m0) != H.machine_line(m1):
+        lines.append(f"note: the earlier run was on {H.machine_line(m0)}, this one on {H.machine_line(m1)}: "
+                     f"ratios across machines say little")
+    if before.get("clock", "wall") != now.get("clock", "wall"):
+        lines.append(f"note: the earlier run timed by the {before.get('clock', 'wall')} clock, this one by the "
+                     f"{now.get('clock', 'wall')} clock")
+    lines += ["", "| benchmark | system | size | then | now | now / then |", "|---|---|---|---|---|---|"]
+    ratios, slower = [], []
+    for r in now["results"]:
+        o = old.get(key(r))
+        if o is None or not r.get("median"):
+            continue
+        q = r["median"] / o["median"]
+        ratios.append(q)
+        bench = r["bench"] + ("/" + r["name"] if r.get("name") and r["name"] != "-" else "")
+        flag = " **slower**" if q >= SLOWER else ""
+        if flag:
+            slower.append(f"{bench} {r['system']} {r['size']}")
+        lines.append(f"| {bench} | {r['system']} | {r['size']} | {_fmt_time(o['median'])} | "
+                     f"{_fmt_time(r['median'])} | {q:.2f}x{flag} |")
+    if not ratios:
+        return "\n".join(lines[:2] + ["no rows in common with the earlier run"])
+    geo = math.exp(sum(math.log(q) for q in ratios) / len(ratios))
+    lines += ["", f"{len(ratios)} rows in common; geometric mean now / then {geo:.2f}x; "
+                  f"{len(slower)} row(s) {SLOWER:.2f}x or more slower" + (": " + "; ".join(slower) if slower else "")]
+    return "\n".join(lines)
 
 
 def _kwargs(run, name, quick):

@@ -193,7 +193,8 @@ def bench_cmd(args):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))} does not exist")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else None
-    return run_suite(args.names, quick=args.quick, json_path=args.json, plot_path=args.plot, compare=compare)
+    return run_suite(args.names, quick=args.quick, json_path=args.json, plot_path=args.plot, compare=compare,
+                     compare_to=args.compare_to, cpu_time=args.cpu_time)
 
 
 def main(argv=None):
@@ -221,6 +222,11 @@ def main(argv=None):
     b.add_argument("--compare", default=None, metavar="SYSTEMS",
                    help="reference systems to measure besides tracejit, e.g. torch,jax,numpy (default: all "
                         "that work here; numpy always)")
+    b.add_argument("--compare-to", default=None, metavar="FILE.json",
+                   help="an earlier run's --json file: also print each row's time now / then (same machine)")
+    b.add_argument("--cpu-time", action="store_true",
+                   help="time calls by the process's CPU time (all threads) instead of the wall clock: on a busy "
+                        "shared machine the time spent waiting for a core is not counted")
     b.set_defaults(func=bench_cmd)
     for q in (p, d, e, b):
         q.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,

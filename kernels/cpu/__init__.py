@@ -16,27 +16,73 @@ def _short_omp_spin():
 
 
 def _prefer_512_bit_vectors():
-    """On Intel server cores from Sapphire Rapids on, let LLVM vectorize with 512-bit registers.
+    """Choose the vector instruction set numba's kernels are compiled for (TRACEJIT_VECTOR_BITS).
 
+    Unset ("auto"): on Intel server cores from Sapphire Rapids on, let LLVM vectorize with 512-bit registers.
     LLVM tunes every Intel AVX-512 core with `prefer-256-bit` (on Skylake-X 512-bit code lowered the clock);
     on these cores the clock penalty is gone, and our compute-bound kernels (vmath's polynomial exp, tanh,
     sigmoid) run ~1.35x faster at 512 bits (the 4M-element fused chain, one thread: 7.8 -> 5.8 ms). AMD Zen 4/5
-    get 512 bits from LLVM already. Process-wide numba configuration: done only before numba's CPU code
-    generator exists and when the user set neither NUMBA_CPU_NAME nor NUMBA_CPU_FEATURES;
-    TRACEJIT_VECTOR_BITS=256 keeps LLVM's choice."""
-    if os.environ.get("TRACEJIT_VECTOR_BITS", "") == "256" or \
-            os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES"):
+    get 512 bits from LLVM already; AVX2-only cores (Zen 2/3, Intel client cores) 256.
+    "512": 512-bit vectors on any CPU with AVX-512. "256": the AVX2 code an AVX2-only CPU runs (AVX-512 off),
+    "128": the SSE4.2 code (AVX off): for comparing and testing those code paths on a bigger CPU. Process-wide
+    numba configuration: done only before numba's CPU code generator exists and when the user set neither
+    NUMBA_CPU_NAME nor NUMBA_CPU_FEATURES."""
+    want = os.environ.get("TRACEJIT_VECTOR_BITS", "auto").strip() or "auto"
+    if os.environ.get("NUMBA_CPU_NAME") or os.environ.get("NUMBA_CPU_FEATURES"):
         return
     from numba.core import config
     from numba.core.registry import cpu_target
     if config.CPU_NAME or config.CPU_FEATURES or "_toplevel_target_context" in vars(cpu_target):
         return
     import llvmlite.binding as ll
-    if ll.get_host_cpu_name() not in _CORES_512:
-        return
     features = ll.get_host_cpu_features().flatten()
-    if "+avx512f" in features.split(","):
-        config.CPU_FEATURES = features + ",-prefer-256-bit"
+    if want not in ("auto", "512", "256", "128"):
+        import warnings
+        warnings.warn(f"TRACEJIT_VECTOR_BITS={want!r} is not one of auto, 512, 256, 128: ignored", stacklevel=2)
+        return
+    chosen = vector_features(features, want, ll.get_host_cpu_name())
+    if chosen != features:
+        config.CPU_FEATURES = chosen
+
+
+def vector_features(features, bits, cpu=""):
+    """The LLVM feature string for TRACEJIT_VECTOR_BITS=`bits` on a CPU with `features` (see above)."""
+    have = features.split(",")
+    if bits == "auto":
+        bits = "512" if cpu in _CORES_512 else None
+    if bits == "512":
+        return features + ",-prefer-256-bit" if "+avx512f" in have else features
+    if bits in ("256", "128"):
+        off = ("avx512", "avx10", "amx", "evex512") + (("avx", "fma", "f16c", "vaes", "vpclmulqdq", "gfni",
+                                                         "xop", "sha512", "sm3", "sm4") if bits == "128" else ())
+        return ",".join("-" + f[1:] if f.startswith("+") and f[1:].startswith(off) else f for f in have)
+    return features
+
+
+def vector_info():
+    """What numba compiles kernels for in this process: {"llvm_cpu", "isa" (AVX-512 / AVX2 / AVX / SSE4.2 /
+    ...), "vector_bits" (the widest vectors LLVM prefers for our loops)}. Reads numba's configuration (set by
+    TRACEJIT_VECTOR_BITS, NUMBA_CPU_NAME or NUMBA_CPU_FEATURES) and the host CPU."""
+    import llvmlite.binding as ll
+    from numba.core import config
+    cpu = config.CPU_NAME or ll.get_host_cpu_name()
+    feats = (config.CPU_FEATURES if config.CPU_FEATURES is not None else
+             ll.get_host_cpu_features().flatten() if not config.CPU_NAME or config.CPU_NAME == "host" else "")
+    on = {f[1:] for f in feats.split(",") if f.startswith("+")}
+    off = {f[1:] for f in feats.split(",") if f.startswith("-")}
+    if "avx512f" in on:
+        isa = "AVX-512"
+        wide = "prefer-256-bit" in off or cpu.startswith(("znver4", "znver5"))
+        bits = 512 if wide else 256
+    elif "avx2" in on:
+        isa, bits = "AVX2", 256
+    elif "avx" in on:
+        isa, bits = "AVX", 256
+    elif "sse4.2" in on:
+        isa, bits = "SSE4.2", 128
+    else:
+        isa, bits = ("generic" if not on else "SSE2"), 128
+    return {"llvm_cpu": cpu, "isa": isa, "vector_bits": bits}
 
 
 def _numba_without_scipy_linalg():

@@ -159,6 +159,46 @@ def test_bench_skips_missing_benchmarks_and_rejects_unknown_names(tmp_path, monk
     sys.modules.pop("harness", None)
 
 
+def test_bench_records_the_cpu_and_compares_with_an_earlier_run(tmp_path, monkeypatch, capsys):
+    B = _fake_benches(tmp_path, monkeypatch, (
+        "import harness as H\nimport numpy as np\n"
+        "def run(quick=False):\n"
+        "    a = np.arange(1000.0)\n"
+        "    H.check_same({'numpy': a + 1, 'tracejit eager': 1 + a}, label='fake')\n"
+        "    return H.compare({'numpy': lambda: a + 1, 'tracejit eager': lambda: 1 + a}, 'fake', 'add', '1000',\n"
+        "                     baseline='numpy', repeat=3, min_sample=0.001)\n"))
+    monkeypatch.setattr(B, "_harness", lambda: sys.modules.setdefault("harness", __import__("harness")))
+    js = tmp_path / "then.json"
+    assert B.run_suite(["fake"], quick=True, json_path=str(js)) == 0
+    out = capsys.readouterr().out
+    import kernels.cpu
+    info = kernels.cpu.vector_info()
+    assert f"(LLVM host CPU {info['llvm_cpu']}, {info['isa']} {info['vector_bits']}-bit vectors)" in out
+    doc = json.loads(js.read_text())
+    assert {k: doc["machine"][k] for k in info} == info and doc["machine"]["cpu"]
+    assert B.run_suite(["fake"], quick=True, compare_to=str(js)) == 0
+    out = capsys.readouterr().out
+    assert "| benchmark | system | size | then | now | now / then |" in out and "| fake/add | numpy | 1000 |" in out
+    assert "2 rows in common" in out and "note: the earlier run was on" not in out
+    assert B.run_suite(["fake"], quick=True, compare_to=str(js), cpu_time=True) == 0     # CPU time, not wall
+    out = capsys.readouterr().out
+    assert "clock: the process's CPU time per call" in out and "timed by the wall clock, this one by the cpu" in out
+    # a row 1.5x slower is flagged; another CPU is named
+    slow = json.loads(js.read_text())
+    for r in slow["results"]:
+        r["median"] = r["median"] / 1.5 if r["system"] == "numpy" else r["median"]
+    slow["machine"]["llvm_cpu"] = "emeraldrapids"
+    now = {"machine": doc["machine"], "results": doc["results"]}
+    text = B.compare_runs(slow, now)
+    assert "| fake/add | numpy | 1000 |" in text and "1.50x **slower**" in text and "1 row(s) 1.10x or more slower" in text
+    assert "note: the earlier run was on" in text and "emeraldrapids" in text
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert B.run_suite(["fake"], quick=True, compare_to=str(bad)) == 2
+    assert "--compare-to: cannot read" in capsys.readouterr().out
+    sys.modules.pop("harness", None)
+
+
 def test_check_same_tolerances():
     sys.path.insert(0, os.path.join(ROOT, "benches"))
     import numpy as np

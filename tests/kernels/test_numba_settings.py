@@ -1,7 +1,10 @@
 """kernels.cpu asks LLVM for 512-bit vectors on the Intel cores where they pay and OpenMP for short spinning,
-and leaves what the user set alone."""
+and leaves what the user set alone; TRACEJIT_VECTOR_BITS forces each vector instruction set the host has, and
+generated kernels compute the same numbers in each."""
 import json
 import os
+
+import pytest
 import subprocess
 import sys
 
@@ -40,7 +43,8 @@ def test_512_bit_vectors_only_on_the_listed_intel_cores():
 
 
 def test_the_users_numba_settings_win():
-    assert probe(TRACEJIT_VECTOR_BITS="256")["features"] is None
+    r = probe(TRACEJIT_VECTOR_BITS="256")
+    assert r["features"] is None if not r["avx512f"] else "-avx512f" in r["features"].split(",")
     assert probe(NUMBA_CPU_FEATURES="+sse2")["features"] == "+sse2"
     assert probe(NUMBA_CPU_NAME="generic")["features"] == ""      # numba's own default for a generic cpu
     assert probe("numba first")["features"] is None                # its code generator exists: left alone
@@ -50,3 +54,64 @@ def test_openmp_workers_spin_briefly_unless_the_user_chose():
     assert probe()["spin"] == "10000"
     assert probe(OMP_WAIT_POLICY="active")["spin"] is None
     assert probe(GOMP_SPINCOUNT="5")["spin"] == "5"
+
+
+ISA_PROBE = r"""
+import json, math, sys
+import numpy as np
+import kernels.cpu
+import tracejit
+from tracejit.backends.numba_cpu import codegen
+codegen.PAR_MIN = 1 << 62
+
+def chain(x):
+    y = tracejit.tanh(x * 0.7 + 0.2) + tracejit.sigmoid(x)
+    y = tracejit.exp(y * 0.5) * tracejit.log1p(tracejit.abs(x)) + tracejit.erf(x)
+    return tracejit.exp(x), tracejit.tanh(x), tracejit.sigmoid(x), y
+
+rng = np.random.default_rng(0)
+edge = [0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 89.0, -103.0, -110.0, 1e-40, -1e-40, 0.3, -0.6249, 0.6251, 9.5]
+x = np.concatenate([rng.standard_normal(3000) * 4, edge]).astype(np.float32)
+f = tracejit.trace(chain)
+outs = [o.numpy() for o in f(tracejit.tensor(x))]
+ks = [ks for _, ks, _ in f.graph(tracejit.tensor(x)).entry.fwd_fn.kernels]
+(disp,) = [d for _, _, d in f.graph(tracejit.tensor(x)).entry.fwd_fn.kernels]
+asm = "\n".join(disp.inspect_asm().values())
+x64 = x.astype(np.float64)
+with np.errstate(all="ignore"):
+    erf = np.array([math.erf(v) for v in x64])
+    s64 = 1 / (1 + np.exp(-x64))
+    a = np.exp((np.tanh(x64 * np.float32(0.7) + np.float32(0.2)) + s64) * 0.5) * np.log1p(np.abs(x64))
+    refs = [np.exp(x64), np.tanh(x64), s64, a + erf]
+    scale = [None, None, None, np.abs(a) + np.abs(erf)]
+err = []
+for o, r, sc in zip(outs, refs, scale):
+    r32 = r.astype(np.float32)
+    fin = np.isfinite(r32)
+    same_special = bool(np.array_equal(np.isnan(o), np.isnan(r32)) and np.array_equal(o[~fin], r32[~fin], equal_nan=True))
+    ok = fin & (np.abs(r) > 1e-30)
+    rel = float((np.abs(o[ok] - r[ok]) / (np.abs(r[ok]) if sc is None else sc[ok])).max())
+    err.append((rel, same_special))
+print(json.dumps({"info": kernels.cpu.vector_info(), "err": err, "staged": any("for tt in" in k.code for k in ks),
+                  "zmm": "zmm" in asm, "ymm": "ymm" in asm}))
+"""
+
+
+def test_each_vector_instruction_set_computes_the_same_numbers(tmp_path):
+    import llvmlite.binding as ll
+    host = ll.get_host_cpu_features().flatten().split(",")
+    forced = ["256", "128"] + (["512"] if "+avx512f" in host else [])
+    if "+avx2" not in host:
+        pytest.skip("the host has no AVX2")
+    for bits in forced:
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR"))}
+        e.update(TRACEJIT_VECTOR_BITS=bits, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"))
+        out = subprocess.run([sys.executable, "-c", ISA_PROBE], cwd=ROOT, env=e, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        assert r["info"]["vector_bits"] == int(bits) and r["staged"], (bits, r)
+        assert r["zmm"] == (bits == "512") and r["ymm"] == (bits != "128"), (bits, r)
+        # vmath's float32 functions are within 2 ulp: relative error <= 2.4e-7 (the composite: a few roundings,
+        # relative to the size of its two terms)
+        for (rel, same_special), bound in zip(r["err"], [2.4e-7, 2.4e-7, 2.4e-7, 1e-6]):
+            assert same_special and rel <= bound, (bits, r["err"])

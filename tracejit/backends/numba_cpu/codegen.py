@@ -8,6 +8,12 @@ work to float64), and each value is computed once per element. Layout:
   (the host passes `a.reshape(-1)`), so signatures stay canonical and numba compiles each kernel once;
 - otherwise nested loops over the output's dims with element strides (0 on broadcast dims) passed as ints.
 
+A body with several costly calls (vmath's exp, tanh, sigmoid..., `rt.HEAVY`) runs in stages over tiles of
+TILE elements (`stages`): one short loop per stage, each value a later stage reads kept in a scratch tile.
+A long fused loop of such calls is latency-bound: its body is longer than the core's out-of-order window
+(one 8-lane iteration of ten tanh is ~450 AVX2 instructions, ~700 cycles of dependent latency), so it runs one
+vector of elements at a time; a stage's loop body is short enough for the core to overlap several iterations.
+
 Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs; numba compiles a variant
 only when it is first called).
 """
@@ -23,6 +29,9 @@ from ...ir.graph import Value
 _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
 CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
+TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
+STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
+STAGE_MAX = 4    # costly calls in a stage
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
 _LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 _INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
@@ -232,6 +241,7 @@ def generate(node, name, fastmath=False):
     names = {id(v): f"x{j}" for j, v in enumerate(ins)}
     dtypes = {id(v): v.dtype for v in ins}
     stmts = []
+    stmt_dtypes = []
     for nd in body.nodes:
         if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
             reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
@@ -242,6 +252,7 @@ def generate(node, name, fastmath=False):
         names[id(o)] = nm
         dtypes[id(o)] = o.dtype
         stmts.append(f"{nm} = {text}    # {nd.op.name}")
+        stmt_dtypes.append(o.dtype.np)
     red_outs = set(k for k, _, _ in reductions)
     stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
 
@@ -282,16 +293,52 @@ def generate(node, name, fastmath=False):
             extra_names += [f"rs{k}_{a}" for a in range(r)]
             extra_args += st
             last_stride[f"acc{k}"] = st[-1]
-    scratch = []                 # (name, length): float64 accumulators and scratch rows the host passes
+    scratch = []                 # (name, length, dtype): accumulators, scratch rows and tiles the host passes
     for k, _, dims in reductions:
         if mode == "chunks":
-            scratch += [(f"part{k}", -(-size // CHUNK)), (f"t{k}", min(CHUNK, size))]
+            scratch += [(f"part{k}", -(-size // CHUNK), np.float64), (f"t{k}", min(CHUNK, size), np.float64)]
         else:
-            scratch.append((f"acc{k}", int(np.prod(outs[k].shape, dtype=np.int64))))
+            scratch.append((f"acc{k}", int(np.prod(outs[k].shape, dtype=np.int64)), np.float64))
             if not last_stride[f"acc{k}"]:
-                scratch.append((f"t{k}", lshape[-1]))
+                scratch.append((f"t{k}", lshape[-1], np.float64))
+    parallel_ok = not reductions or mode == "chunks"     # nd reductions: threads would race on accumulators
+    plan = stages(stmts)
+    tiles = []                   # (value name, scratch tile name) of the values a later stage reads
+    if plan is not None:
+        from numba.core import config
+        threads = config.NUMBA_NUM_THREADS if parallel_ok and size >= PAR_MIN else 1   # kernel_par: one per thread
+        plan, tiles, tile_dts = plan_tiles(plan, stmts, stmt_dtypes, _sink_names(outs, red_outs, names, reductions))
+        scratch += [(w, TILE * threads, dt) for w, dt in tile_dts]
     kp_arg, kp_unpack = param_args(params)
-    sig = ", ".join(in_args + [t for t, _ in scratch] + out_args + extra_names + kp_arg)
+    sig = ", ".join(in_args + [t for t, _, _ in scratch] + out_args + extra_names + kp_arg)
+
+    def inner(ind, var, n, rng, loads, sinks, par, nd=False):
+        """The innermost loop, `for var in rng(n)`: `loads` [(name, template)] of the operands, the body, then
+        `sinks` (templates: stores, summands). Templates index with {g} (an int expression) or {gu} (a whole
+        index: unsigned where numba could not prove it non-negative). Staged (`plan`): a loop over tiles of
+        TILE elements, in it one loop per stage."""
+        if plan is None:
+            lines = [f"{ind}for {var} in {rng}({n}):"]
+            body = [t.format(g=var, gu=var) for _, t in loads] + stmts + [t.format(g=var, gu=var) for t in sinks]
+            return lines + [ind + "    " + b for b in body]
+        lines = [f"{ind}for tt in {rng}(({n} + TILE - 1) // TILE):", f"{ind}    tlo = tt * TILE",
+                 f"{ind}    tm = TILE if TILE < {n} - tlo else {n} - tlo"]
+        at = "ii"
+        if par and tiles:            # each thread its own scratch tiles
+            lines.append(f"{ind}    tb = numba.get_thread_id() * TILE")
+            at = "np.uint64(tb + ii)"
+        g, gu = ("tlo + ii", "np.uint64(tlo + ii)")
+        for q, (members, reload, spill) in enumerate(plan):
+            last = q == len(plan) - 1
+            used = _names_in([stmts[m] for m in members] + (sinks if last else []))
+            body = [f"{v} = {w}[{at}]" for v, w in reload]
+            body += [t.format(g=g, gu=gu) for x, t in loads if x in used]
+            body += [stmts[m] for m in members] + [f"{w}[{at}] = {v}" for v, w in spill]
+            if last:
+                body += [t.format(g=g, gu=gu) for t in sinks]
+            lines.append(f"{ind}    for ii in range(tm):")
+            lines += [ind + "        " + b for b in body]
+        return lines
 
     def kernel_fn(fname, rng, flags):
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + u for u in kp_unpack]
@@ -303,9 +350,9 @@ def generate(node, name, fastmath=False):
         for k, _, _ in reductions:
             lines += [f"    for j in range(acc{k}.size):", f"        acc{k}[j] = 0.0"]
         if mode == "flat":
-            lines.append(f"    for i in {rng}(out0.size):")
-            loads = [f"x{j} = in{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"]
-            lines += ["        " + s for s in loads + stmts + stores]
+            loads = [(f"x{j}", f"x{j} = in{j}[{{gu}}]") for j, kind in enumerate(in_kinds) if kind == "full"]
+            lines += inner("    ", "i", "out0.size", rng, loads, [t.replace("[i]", "[{gu}]") for t in stores],
+                           rng != "range")
         else:
             lines += nd_loops(rng)
         for k, _, _ in reductions:
@@ -329,11 +376,11 @@ def generate(node, name, fastmath=False):
         # row instead costs ~20% more compile time for the same machine code)
         n, pre, loads, accs, post = f"d{last}", [], [], [], []
         off = (lambda v: f"{v}_{last - 1}") if last else (lambda v: "0")
-        at = (lambda start: f"np.uint64({start} + i{last})")
+        at = (lambda start: f"np.uint64({start} + {{g}})")
         pre.append(f"ob = {f'o{last - 1} * d{last}' if last else '0'}")
         for j, kind in enumerate(in_kinds):
             if kind == "full" or (kind == "bcast" and last_stride[f"in{j}"]):
-                loads.append(f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]")
+                loads.append((f"x{j}", f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]"))
             elif kind == "bcast":              # constant along the last dim
                 pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
         outs_ = [f"out{k}[{at('ob')}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
@@ -341,11 +388,10 @@ def generate(node, name, fastmath=False):
             if last_stride[f"acc{k}"]:
                 accs.append(f"acc{k}[{at(off(f'q{k}'))}] += {src}")
             else:       # the last dim is reduced: summands to a scratch row (a running sum would not vectorize)
-                accs.append(f"t{k}[i{last}] = {src}")
+                accs.append(f"t{k}[{{gu}}] = {src}")
                 post.append(f"acc{k}[{off(f'q{k}')}] += rsum(t{k}, {n})")
         lines += [ind + s for s in pre]
-        lines.append(f"{ind}for i{last} in {rng if last == 0 else 'range'}({n}):")
-        lines += [ind + "    " + s for s in loads + stmts + outs_ + accs]
+        lines += inner(ind, f"i{last}", n, rng if last == 0 else "range", loads, outs_ + accs, rng != "range")
         return lines + [ind + s for s in post]
 
     def chunk_loops(rng):
@@ -359,11 +405,10 @@ def generate(node, name, fastmath=False):
         lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(outs)) if k not in red_outs]
         if rng != "range":       # threads: each chunk its own scratch row
             lines += [f"        t{k} = np.empty(m, np.float64)" for k, _, _ in reductions]
-        lines.append("        for i in range(m):")
-        body = [f"x{j} = f{j}[i]" for j, kind in enumerate(in_kinds) if kind == "full"] + stmts
-        body += [f"g{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
-        body += [f"t{k}[i] = {src}" for k, src, _ in reductions]
-        lines += ["            " + b for b in body]
+        loads = [(f"x{j}", f"x{j} = f{j}[{{gu}}]") for j, kind in enumerate(in_kinds) if kind == "full"]
+        sinks = [f"g{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        sinks += [f"t{k}[{{gu}}] = {src}" for k, src, _ in reductions]
+        lines += inner("        ", "i", "m", "range", loads, sinks, rng != "range")
         lines += [f"        part{k}[c] = rsum(t{k}, m)" for k, _, _ in reductions]
         return lines + [f"    out{k}[0] = rsum(part{k}, nc)" for k, _, _ in reductions]
 
@@ -371,16 +416,88 @@ def generate(node, name, fastmath=False):
     title = (f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
              f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop")
     kernels = [kernel_fn("kernel", "range", base)]
-    parallel_ok = not reductions or mode == "chunks"     # nd reductions: threads would race on accumulators
     if parallel_ok:
         kernels.append(kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
     imports = ["from kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
     if mode == "chunks":
         consts["CHUNK"] = ("CHUNK", CHUNK)
+    if plan is not None:
+        consts["TILE"] = ("TILE", TILE)
     ks = KernelSource(name, header(title, node), module_code(consts, kernels, imports), mode, in_kinds,
-                      tuple(extra_args), size, params, [(np.float64, n) for _, n in scratch])
+                      tuple(extra_args), size, params, [(dt, n) for _, n, dt in scratch])
     ks.parallel_ok = parallel_ok
     return ks
+
+
+_NAME = re.compile(r"\b[xv]\d+\b")
+_HEAVY_CALL = []          # the regex of rt.HEAVY's names, made at first use
+
+
+def _names_in(lines):
+    """The operand and value names (x3, v12) the lines read or write."""
+    return set(_NAME.findall("\n".join(t.split("#")[0] for t in lines)))
+
+
+def _sink_names(outs, red_outs, names, reductions):
+    return {names[id(o)] for k, o in enumerate(outs) if k not in red_outs} | {src for _, src, _ in reductions}
+
+
+def stages(stmts):
+    """The body's statements (indices) per stage, or None when one stage takes them all. A new stage begins at a
+    costly call (`rt.HEAVY`) that depends, within the current stage, on STAGE_HEAVY costly calls already, or
+    that would be the stage's STAGE_MAX-th: a chain of dependent calls is latency-bound in one loop (split it),
+    while independent ones (tanh(x * w + b) * sigmoid(x)) overlap in one loop and run slower apart (1.3x, the
+    separate loops' stores and loads of the tile included)."""
+    if not _HEAVY_CALL:
+        from .rt import HEAVY
+        _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
+    out, count, depth = [[]], 0, {}       # depth: value -> costly calls on its longest path inside the stage
+    for q, st in enumerate(stmts):
+        name, rhs = st.split(" = ", 1)
+        rhs = rhs.split("#")[0]
+        c = len(_HEAVY_CALL[0].findall(rhs))
+        d = max([depth.get(v, 0) for v in _NAME.findall(rhs)] + [0]) + c
+        if c and (d > STAGE_HEAVY or count + c > STAGE_MAX):
+            out.append([])
+            count, depth = 0, {}
+            d = c
+        out[-1].append(q)
+        count += c
+        depth[name] = d
+    return out if len(out) > 1 else None
+
+
+def plan_tiles(plan, stmts, dtypes, sink_names):
+    """Per stage (statement indices, [(value, tile)] it reloads, [(value, tile)] it spills), the tiles, and
+    [(tile, dtype)]. A value a later stage (or the last stage's stores) reads is spilled to a scratch tile of
+    its dtype where it is computed; a tile is reused once every stage that reads its value has run."""
+    stage_of = {stmts[m].split(" = ", 1)[0]: (q, dtypes[m]) for q, members in enumerate(plan) for m in members}
+    last_use = {}
+    for q, members in enumerate(plan):
+        used = _names_in([stmts[m].split(" = ", 1)[1] for m in members])
+        if q == len(plan) - 1:
+            used |= sink_names
+        for v in used:
+            if v in stage_of and stage_of[v][0] < q:
+                last_use[v] = q
+    free_at = []                 # per tile: (dtype, stage after which it is free)
+    tile_of = {}
+    for v in sorted(last_use, key=lambda v: (stage_of[v][0], int(v[1:]))):
+        d, dt = stage_of[v]
+        w = next((w for w, (t, f) in enumerate(free_at) if t == dt and f < d), None)
+        if w is None:
+            w = len(free_at)
+            free_at.append(None)
+        free_at[w] = (dt, last_use[v])
+        tile_of[v] = f"w{w}"
+    out = []
+    for q, members in enumerate(plan):
+        reload = [(v, tile_of[v]) for v in sorted(tile_of, key=lambda v: int(v[1:]))
+                  if stage_of[v][0] < q and q <= last_use[v] and v in _names_in(
+                      [stmts[m].split(" = ", 1)[1] for m in members] + (list(sink_names) if q == len(plan) - 1 else []))]
+        spill = [(v, tile_of[v]) for v in sorted(tile_of, key=lambda v: int(v[1:])) if stage_of[v][0] == q]
+        out.append((members, reload, spill))
+    return out, tile_of, [(f"w{w}", dt) for w, (dt, _) in enumerate(free_at)]
 
 
 def loop_dims(shape, bcast_shapes, reduced):

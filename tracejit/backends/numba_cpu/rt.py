@@ -48,6 +48,12 @@ TYPED = {f"{op}{sfx}": f for sfx, table in (("_f32", vmath.VMATH_F32), ("_f64", 
 TYPED.update(relu_f32=relu_f32, relu_f64=relu_f64, expshift_f32=vmath.expshift_f32, expshift_f64=vmath.expshift_f64)
 globals().update(TYPED)
 
+# The costly functions here (tens of instructions per element, or a libm call): the code generator runs a fused
+# loop with several of them in stages (codegen.stages)
+HEAVY = frozenset([n for n in TYPED if not n.startswith("relu")] + [
+    "exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "exp2", "log2", "log10", "sin", "cos",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "fmod", "pow_", "gelu_none", "gelu_tanh", "softplus"])
+
 # numpy ufuncs on scalars (numba keeps float32 as float32 for these)
 exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
 sin, cos, tan, asin, acos, atan = np.sin, np.cos, np.tan, np.arcsin, np.arccos, np.arctan
