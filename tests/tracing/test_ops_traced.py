@@ -90,6 +90,9 @@ CASES = {
     "nll_loss": (lambda x: F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 0, 3, 3]), ignore_index=0,
                                       weight=torch.tensor([1.0, 0.5, 2.0, 1.5, 1.0], dtype=torch.float64)), [N(4, 5)]),
     "check_classes": (lambda i: F.one_hot(torch.remainder(i, 3), 3) * 2, [I(5)]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, training=True) * x,
+                   [N(4, 3, 2, 2), N(3), N(3)]),
+    "to_memory_format": (lambda x: x.contiguous(memory_format=torch.channels_last) * x, [N(2, 3, 2, 2)]),
 }
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
