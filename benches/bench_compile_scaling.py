@@ -60,7 +60,7 @@ class Clock:
             finally:
                 inner = self.stack.pop()
                 dt = time.perf_counter() - t0
-                self.t[stage] += dt - inner
+                self.t[stage] = self.t.get(stage, 0.0) + dt - inner      # (a new pass: a new column)
                 if self.stack:
                     self.stack[-1] += dt
         return timed
@@ -195,16 +195,17 @@ def measure(work, size):
             g.text()
     CLOCK.t["print"] = time.perf_counter() - t
     kernels = sum(nd.op.kind == "fused" for c in (entry.fwd_fn, entry.bwd_fn) if c for nd in c.graph.nodes)
-    return dict(work=work, size=size, nodes=n, kernels=kernels, total_s=total,
+    return dict(work=work, size=size, nodes=n, kernels=kernels, total_s=total, stages=list(CLOCK.t),
                 **{k: v / n * 1e6 for k, v in CLOCK.t.items()})
 
 
 def table(rows):
-    head = f"{'workload':<12}{'nodes':>8}{'kernels':>8}{'first call':>11}  " + "".join(f"{s:>9}" for s in STAGES)
+    stages = list(STAGES) + sorted({k for r in rows for k in r.get("stages", ())} - set(STAGES))
+    head = f"{'workload':<12}{'nodes':>8}{'kernels':>8}{'first call':>11}  " + "".join(f"{s[:8]:>9}" for s in stages)
     lines = ["us per traced-graph node, by stage (first call of @trace; numba: disk cache empty)", head]
     for r in rows:
         lines.append(f"{r['work'] + ' ' + str(r['size']):<12}{r['nodes']:>8}{r['kernels']:>8}{r['total_s']:>10.2f}s  "
-                     + "".join(f"{r[s]:>9.1f}" for s in STAGES))
+                     + "".join(f"{r.get(s, 0.0):>9.1f}" for s in stages))
     return "\n".join(lines)
 
 
