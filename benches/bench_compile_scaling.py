@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TRACEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="tj-scaling-"))
-import harness as H  # noqa: E402,F401  (thread pinning, the repository on sys.path)
+import harness as H  # noqa: E402  (thread pinning, the repository on sys.path, the CPU's name)
 
 import numpy as np  # noqa: E402
 
@@ -224,6 +224,5 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default="chain,lstm,gpt")
     a = ap.parse_args()
-    import llvmlite.binding as llvm
-    print(f"CPU: {llvm.get_host_cpu_name()}, {os.cpu_count()} cores (shared machine: absolute times are noisy)")
+    print(f"CPU: {H.machine_line(H.machine())}, {os.cpu_count()} cores (shared machine: absolute times are noisy)")
     print(table(run(a.quick, a.only.split(","))))
