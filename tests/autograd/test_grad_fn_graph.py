@@ -101,7 +101,8 @@ def test_custom_function_node():
     fn = y.grad_fn
     assert type(fn).__name__ == "ExpBackward" and fn.name() == "ExpBackward"
     assert type(Exp.apply(x, 1.0).grad_fn) is type(fn)
-    assert fn.next_functions == ((x.grad_fn or fn.next_functions[0][0], 0),)   # tensor arguments only
+    (acc, nr), = fn.next_functions                      # tensor arguments only: no edge for k
+    assert type(acc).__name__ == "AccumulateGrad" and acc.variable is x and nr == 0
     assert fn.k == 2.0 and fn.needs_input_grad == (True, False)
     assert fn.saved_tensors[0] is not None
     y.sum().backward()
