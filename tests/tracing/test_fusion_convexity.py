@@ -88,7 +88,9 @@ def test_units_refuse_when_the_search_is_too_long():
 
 def _random_program(rng, steps):
     ops = [lambda a, b: a * b, lambda a, b: a + b, lambda a, b: tracejit.tanh(a) - b,
-           lambda a, b: a @ b, lambda a, b: a.sum(0, keepdim=True) * b, lambda a, b: tracejit.exp(a * 0.1)]
+           lambda a, b: a @ b, lambda a, b: a.sum(0, keepdim=True) * b, lambda a, b: tracejit.exp(a * 0.1),
+           # reductions over the last dim: the row groups (rows=True) grow through Units.merge too
+           lambda a, b: tracejit.softmax(a * b, -1) - a.sum(1, keepdim=True)]
     picks = [(int(rng.integers(len(ops))), int(rng.integers(1 << 30)), int(rng.integers(1 << 30)))
              for _ in range(steps)]
 
