@@ -20,23 +20,10 @@ import harness as H  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tracejit  # noqa: E402
-from gpt_model import GPTConfig, batches, define  # noqa: E402
+from gpt_model import GPTConfig, batches, copy_weights, define, make_step  # noqa: E402
 
 CFG = GPTConfig(vocab_size=65, block_size=64, n_layer=2, n_head=4, n_embd=128)
 BATCH, LR = 16, 1e-3
-
-
-def make_step(lib, model, fwd=None):
-    opt = lib.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1)
-    fwd = model if fwd is None else fwd     # (a compiled module has no truth value)
-
-    def step(x, y):
-        logits, loss = fwd(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-    return step
 
 
 def _params(model):
@@ -58,11 +45,11 @@ def run(quick=False):
     (x0, y0), (x1, y1) = batches(data, 2, BATCH, CFG.block_size, seed=1)
     size = f"B{BATCH} T{CFG.block_size} C{CFG.n_embd} H{CFG.n_head} L{CFG.n_layer}"
     tracejit.manual_seed(0)
-    init = {k: np.array(v.numpy()) for k, v in define(tracejit)(CFG).state_dict().items()}
+    init = define(tracejit)(CFG)
     systems, firsts, keybias, notes = {}, {}, {}, {}
 
     def prepare(name, lib, model, step, x, y):
-        model.load_state_dict({k: lib.tensor(v.copy()) for k, v in init.items()})
+        copy_weights(init, model, lib.tensor)
         losses = [float(step(x[0], y[0])), float(step(x[1], y[1]))]
         ps, kb = _params(model)
         firsts[name] = (np.array(losses), *ps)
@@ -73,7 +60,7 @@ def run(quick=False):
     ty = [tracejit.tensor(y0), tracejit.tensor(y1)]
     for name in ("tracejit eager", "tracejit traced"):
         model = define(tracejit)(CFG)
-        step = make_step(tracejit, model)
+        step = make_step(tracejit, model, lr=LR)
         prepare(name, tracejit, model, tracejit.trace(step) if name.endswith("traced") else step, tx, ty)
 
     refs = H.references()
@@ -95,7 +82,7 @@ def run(quick=False):
                     continue
                 fwd = torch.compile(model, dynamic=False)
             try:
-                prepare(name, torch, model, make_step(torch, model, fwd), px, py)
+                prepare(name, torch, model, make_step(torch, model, lr=LR, fwd=fwd), px, py)
             except Exception as e:
                 notes[name] = f"unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     elif H.wanted("torch"):

@@ -97,6 +97,22 @@ def define(torch):
     return GPT
 
 
+def make_step(lib, model, lr=1e-3, weight_decay=0.1, fwd=None):
+    """The issue's training step for `model` of library `lib` (tracejit or torch): forward,
+    zero_grad(set_to_none=True), backward, AdamW step; returns the detached loss. `fwd` runs the forward in
+    place of `model` (a torch.compile'd model; a compiled module has no truth value, hence `is None`)."""
+    opt = lib.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    fwd = model if fwd is None else fwd
+
+    def step(x, y):
+        logits, loss = fwd(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
 def copy_weights(src, dst, to_dst):
     """Load `src` model's parameters and buffers into `dst` (another library's model of the same config);
     `to_dst(numpy array)` makes a tensor of dst's library."""

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tracejit as torch  # noqa: E402
-from gpt_model import GPTConfig, batches, define  # noqa: E402
+from gpt_model import GPTConfig, batches, define, make_step  # noqa: E402
 
 _SUBJECTS = ["the cat", "a small dog", "the old king", "my friend", "the baker", "a quiet child", "the river",
              "the north wind", "an owl", "the sailor"]
@@ -59,14 +59,7 @@ def progress(i, n, loss, t0, width=24):
 def train(mode, cfg, data, args):
     torch.manual_seed(args.seed)
     model = define(torch)(cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
-
-    def step(x, y):
-        logits, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    step = make_step(torch, model, lr=args.lr)
     if mode == "traced":
         step = torch.trace(step)
     losses, times = [], []

@@ -11,19 +11,7 @@ import tracejit as tj
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
-from gpt_model import GPTConfig, batches, copy_weights, define  # noqa: E402
-
-
-def _step(lib, model):
-    opt = lib.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-
-    def step(x, y):
-        logits, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-    return step
+from gpt_model import GPTConfig, batches, copy_weights, define, make_step  # noqa: E402
 
 
 @pytest.mark.parametrize("sdpa", [False, True], ids=["masked_fill_softmax", "sdpa"])
@@ -36,8 +24,8 @@ def test_gpt_step_traced_equals_eager_equals_torch(sdpa):
         copy_weights(ref, m, tj.tensor)
     # the numba backend compiles the classic attention's step; the sdpa one runs on the reference interpreter
     # (its attention is one op either way), which keeps this test's compile time down
-    steps = [_step(torch, ref), _step(tj, models[0]),
-             tj.trace(_step(tj, models[1]), backend="interpreter" if sdpa else None)]
+    steps = [make_step(torch, ref), make_step(tj, models[0]),
+             tj.trace(make_step(tj, models[1]), backend="interpreter" if sdpa else None)]
     data = np.random.default_rng(0).integers(0, cfg.vocab_size, 400)
     for x, y in batches(data, 4, 3, cfg.block_size, seed=1):
         losses = [float(steps[0](torch.tensor(x), torch.tensor(y)))]
