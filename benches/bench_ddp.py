@@ -105,7 +105,6 @@ def worker(args):
             f()
             times[k].append(time.perf_counter() - t0)
     # a rank's time is the step's time when it is the slower one: take the max over ranks per round
-    every = [None] * n
     mine = torch.tensor(np.array([times[k] for k in items], np.float64))
     every = [torch.zeros_like(mine) for _ in range(n)]
     dist.all_gather(every, mine)
@@ -135,6 +134,8 @@ def main():
     if args.worker:
         return worker(args)
     sys.path.insert(0, os.path.join(ROOT, "tests", "distributed"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import harness as H
     from mpi_launch import _flags, mpiexec
     exe = mpiexec()
     if exe is None:
@@ -152,6 +153,7 @@ def main():
             print(p.stdout[-3000:], p.stderr[-3000:])
             return 1
         res[n] = json.loads(line[7:])
+    print(f"CPU: {H.machine_line(H.machine())}")
     print(f"MLP 512-{args.hidden}-{args.hidden}-{args.hidden}-10, global batch {args.batch}, SGD, float32, one thread "
           f"per process; {args.rounds} rounds, medians (max over ranks per round), IQR in brackets")
     for n, d in res.items():
