@@ -1,5 +1,19 @@
-"""A small helper shared by the passes: copy a graph node by node into a new one, with a value map."""
+"""Small helpers shared by the passes: copy a graph node by node into a new one, with a value map; count the
+readers of each value."""
 from ..ir.graph import Graph, Value
+
+
+def use_counts(g, returned=1):
+    """{id(value): how many node inputs read it, plus `returned` for each time the program returns it}."""
+    uses = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            if isinstance(i, Value):
+                uses[id(i)] = uses.get(id(i), 0) + 1
+    for v in g.outputs:
+        if isinstance(v, Value):
+            uses[id(v)] = uses.get(id(v), 0) + returned
+    return uses
 
 
 class Rewriter:

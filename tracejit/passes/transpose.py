@@ -8,18 +8,11 @@ then reads it in order instead of a transposed copy (4 MiB of float32 transposed
 from ..ir.graph import Value
 from ..ops.registry import OPS
 from .dce import dce
-from .rewrite import Rewriter
+from .rewrite import Rewriter, use_counts
 
 
 def transposed_products(g):
-    uses = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            if isinstance(i, Value):
-                uses[id(i)] = uses.get(id(i), 0) + 1
-    for v in g.outputs:
-        if isinstance(v, Value):
-            uses[id(v)] = uses.get(id(v), 0) + 1
+    uses = use_counts(g)
     r = Rewriter(g)
     for n in g.nodes:
         src = n.inputs[0] if n.op.name == "permute" and n.inputs else None

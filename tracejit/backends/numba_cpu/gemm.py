@@ -11,7 +11,7 @@ import numpy as np
 from kernels.cpu.blas import gemm_acc
 from ...ir.graph import Value
 from ...ops.registry import OPS, AVal, Op
-from ...passes.rewrite import Rewriter
+from ...passes.rewrite import Rewriter, use_counts
 
 
 def _impl(p, a, b, alpha, out=None):
@@ -38,14 +38,7 @@ def gemm_updates(g):
     """`P + k * (A @ B)`, `P - k * (A @ B)`, `P +- A @ B` (k a Python number; P an input of the program; P, A, B
     2-D, float32 or float64, P of the product's shape, the product and its scaled value read by nothing else)
     -> gemm_acc(P, A, B)."""
-    uses = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            if isinstance(i, Value):
-                uses[id(i)] = uses.get(id(i), 0) + 1
-    for v in g.outputs:
-        if isinstance(v, Value):
-            uses[id(v)] = uses.get(id(v), 0) + 2       # returned: never folded away
+    uses = use_counts(g, returned=2)      # (returned: never folded away)
 
     def product(v):
         """(A, B, transposed, nodes) when v is a 2-D float matmul read once, or its transpose (nn.Linear's weight
