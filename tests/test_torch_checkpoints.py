@@ -226,6 +226,10 @@ def test_torch_legacy_format_loads(tmp_path):
         p.write_bytes(data[:cut])
         with pytest.raises(RuntimeError, match="corrupted or truncated"):
             tj.load(p)
-    torch.save(torch.nn.Linear(2, 2), p, _use_new_zipfile_serialization=False)
+    lin = torch.nn.Linear(2, 2)
+    torch.save(lin, p, _use_new_zipfile_serialization=False)
     with pytest.raises(pickle.UnpicklingError, match="GLOBAL torch.nn.modules.linear.Linear"):
         tj.load(p)
+    whole = tj.load(p, weights_only=False)              # opted in: the module, its storages filled
+    assert type(whole) is torch.nn.Linear
+    np.testing.assert_array_equal(whole.weight.detach().numpy(), lin.weight.detach().numpy())

@@ -485,14 +485,19 @@ def _storage_record(pid, n):
     return pid[1], key, pid[4]
 
 
-def _storage(raw, stype):
-    arr = np.frombuffer(raw, dtype=stype.np).copy()     # one copy, writable
+def _storage(raw, stype, out=None):
+    """A storage from its bytes `raw`: a new array (one copy, writable), or `out` (made while unpickling, in
+    PyTorch's legacy format) filled with them."""
+    arr = np.frombuffer(raw, dtype=stype.np)
     if stype.name == _BF16:
         warnings.warn("tracejit has no bfloat16 dtype: bfloat16 tensors are loaded as float32 (exactly)")
-        return _LoadedStorage((arr.astype(np.uint32) << 16).view(np.float32), stype)
-    if arr.dtype.byteorder == ">" or arr.dtype != stype.dtype.np:
-        arr = arr.astype(stype.dtype.np)
-    return _LoadedStorage(arr, stype)
+        arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    elif out is None:
+        arr = arr.astype(stype.dtype.np)        # (native byte order)
+    if out is None:
+        return _LoadedStorage(arr, stype)
+    out[...] = arr
+    return None
 
 
 def _unpickle(data, persistent_load, weights_only, corrupt):
@@ -515,58 +520,47 @@ _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 def load_legacy(data, weights_only, corrupt):
     """PyTorch's format before 1.6 (`_use_new_zipfile_serialization=False`): pickles of the magic number, the
     protocol version and system info, the object (persistent ids name storages), the list of storage keys,
-    then each storage as an 8-byte element count and its bytes."""
+    then each storage as an 8-byte element count and its bytes. As PyTorch's reader: one pass over the object
+    pickle makes each storage it names (their sizes together bounded by the file's size), then the storages'
+    bytes fill them (the tensors are views of them)."""
     f = io.BytesIO(data)
     header = [_unpickle(f, _no_storage, True, corrupt) for _ in range(3)]
     if header[0] != _LEGACY_MAGIC or header[1] != 1001 or type(header[2]) is not dict:
         raise corrupt("not a PyTorch legacy checkpoint (bad magic number or protocol version)")
     if not header[2].get("little_endian", True):
         raise corrupt("written on a big-endian machine")
-    start = f.tell()
-    try:
-        import pickletools
-        end = start + [pos for _, _, pos in pickletools.genops(data[start:])][-1] + 1  # parses, runs nothing
-    except (ValueError, IndexError) as e:
-        raise corrupt(f"malformed object pickle ({e})") from None
-    f.seek(end)
+    storages, declared = {}, [0]
+
+    def persistent_load(pid):
+        if not weights_only and type(pid) is tuple and len(pid) == 4 and pid[0] == "module":
+            return pid[1]       # a whole module's class, with its source (PyTorch checks the source, if it can)
+        stype, key, numel = _storage_record(pid, 6)
+        st = storages.get(key)
+        if st is None:
+            declared[0] += numel * stype.np.itemsize
+            if declared[0] > len(data):
+                raise corrupt(f"storage {key} declares {numel} elements, more than the file holds")
+            st = storages[key] = _LoadedStorage(np.zeros(numel, stype.dtype.np), stype)
+        elif st.type is not stype or st.array.shape[0] != numel:
+            raise _Malformed(f"storage {key} is declared twice differently")
+        return st
+
+    obj = _unpickle(f, persistent_load, weights_only, corrupt)
     keys = _unpickle(f, _no_storage, True, corrupt)
     if type(keys) is not list or not all(type(k) is str for k in keys):
         raise corrupt("malformed storage key list")
-    # the storages' types (so their sizes and places in the file) are named inside the object pickle: a first
-    # pass over it with zero storages of the declared sizes (bounded by the file's size) collects them
-    types = {}
-
-    def declared(pid):
-        stype, key, numel = _storage_record(pid, 6)
-        if numel * stype.np.itemsize > len(data):
-            raise corrupt(f"storage {key} declares {numel} elements, more than the file holds")
-        if types.setdefault(key, (stype, numel)) != (stype, numel):
-            raise _Malformed(f"storage {key} is declared twice differently")
-        return _LoadedStorage(np.zeros(numel, stype.dtype.np), stype)
-
-    _unpickle(data[start:end], declared, True, corrupt)
-    where, pos = {}, f.tell()
+    if set(keys) != set(storages):
+        raise corrupt("the storage key list does not match the object's storages")
+    pos = f.tell()
     for k in keys:
-        if pos + 8 > len(data):
-            raise corrupt(f"storage {k} is cut off")
+        st = storages[k]
         n = int.from_bytes(data[pos:pos + 8], "little")
-        stype = types.get(k, (None, None))[0]
-        if stype is None or n != types[k][1] or pos + 8 + n * stype.np.itemsize > len(data):
+        end = pos + 8 + n * st.type.np.itemsize
+        if pos + 8 > len(data) or n != st.array.shape[0] or end > len(data):
             raise corrupt(f"storage {k} does not match its record or is cut off")
-        where[k] = pos + 8
-        pos += 8 + n * stype.np.itemsize
-    storages = {}
-
-    def persistent_load(pid):
-        stype, key, numel = _storage_record(pid, 6)
-        if key not in storages:
-            if key not in where:
-                raise _Malformed(f"storage {key} is not in the file")
-            at = where[key]
-            storages[key] = _storage(memoryview(data)[at:at + numel * stype.np.itemsize], stype)
-        return storages[key]
-
-    return _unpickle(data[start:end], persistent_load, weights_only, corrupt)
+        _storage(memoryview(data)[pos + 8:end], st.type, out=st.array)
+        pos = end
+    return obj
 
 
 def _no_storage(pid):
