@@ -132,3 +132,5 @@ def test_only_bodies_with_several_costly_calls_are_staged():
                            "v2 = (v0 * v1)    # mul"]) is None
     assert codegen.stages([f"v{k} = exp_f32(x{k})    # exp" for k in range(codegen.STAGE_MAX + 1)]) == \
         [list(range(codegen.STAGE_MAX)), [codegen.STAGE_MAX]]
+    # a first statement with more costly calls than a stage takes starts the first stage (no empty stage before it)
+    assert codegen.stages(["v0 = exp_f32(tanh_f32(x0))    # x", "v1 = exp_f32(v0)    # exp"]) == [[0], [1]]

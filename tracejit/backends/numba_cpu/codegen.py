@@ -303,12 +303,12 @@ def generate(node, name, fastmath=False):
                 scratch.append((f"t{k}", lshape[-1], np.float64))
     parallel_ok = not reductions or mode == "chunks"     # nd reductions: threads would race on accumulators
     plan = stages(stmts)
-    tiles = []                   # (value name, scratch tile name) of the values a later stage reads
+    tiles = []                   # (scratch tile, dtype): the values a later stage reads
     if plan is not None:
         from numba.core import config
         threads = config.NUMBA_NUM_THREADS if parallel_ok and size >= PAR_MIN else 1   # kernel_par: one per thread
-        plan, tiles, tile_dts = plan_tiles(plan, stmts, stmt_dtypes, _sink_names(outs, red_outs, names, reductions))
-        scratch += [(w, TILE * threads, dt) for w, dt in tile_dts]
+        plan, tiles = plan_tiles(plan, stmts, stmt_dtypes, _sink_names(outs, red_outs, names, reductions))
+        scratch += [(w, TILE * threads, dt) for w, dt in tiles]
     kp_arg, kp_unpack = param_args(params)
     sig = ", ".join(in_args + [t for t, _, _ in scratch] + out_args + extra_names + kp_arg)
 
@@ -457,7 +457,7 @@ def stages(stmts):
         rhs = rhs.split("#")[0]
         c = len(_HEAVY_CALL[0].findall(rhs))
         d = max([depth.get(v, 0) for v in _NAME.findall(rhs)] + [0]) + c
-        if c and (d > STAGE_HEAVY or count + c > STAGE_MAX):
+        if c and out[-1] and (d > STAGE_HEAVY or count + c > STAGE_MAX):     # (never an empty stage)
             out.append([])
             count, depth = 0, {}
             d = c
@@ -468,18 +468,13 @@ def stages(stmts):
 
 
 def plan_tiles(plan, stmts, dtypes, sink_names):
-    """Per stage (statement indices, [(value, tile)] it reloads, [(value, tile)] it spills), the tiles, and
-    [(tile, dtype)]. A value a later stage (or the last stage's stores) reads is spilled to a scratch tile of
-    its dtype where it is computed; a tile is reused once every stage that reads its value has run."""
+    """Per stage (statement indices, [(value, tile)] it reloads, [(value, tile)] it spills), and [(tile, dtype)].
+    A value a later stage (or the last stage's stores) reads is spilled to a scratch tile of its dtype where it
+    is computed; a tile is reused once every stage that reads its value has run."""
     stage_of = {stmts[m].split(" = ", 1)[0]: (q, dtypes[m]) for q, members in enumerate(plan) for m in members}
-    last_use = {}
-    for q, members in enumerate(plan):
-        used = _names_in([stmts[m].split(" = ", 1)[1] for m in members])
-        if q == len(plan) - 1:
-            used |= sink_names
-        for v in used:
-            if v in stage_of and stage_of[v][0] < q:
-                last_use[v] = q
+    reads = [_names_in([stmts[m].split(" = ", 1)[1] for m in members]) for members in plan]
+    reads[-1] |= sink_names
+    last_use = {v: q for q, used in enumerate(reads) for v in used if v in stage_of and stage_of[v][0] < q}
     free_at = []                 # per tile: (dtype, stage after which it is free)
     tile_of = {}
     for v in sorted(last_use, key=lambda v: (stage_of[v][0], int(v[1:]))):
@@ -490,14 +485,10 @@ def plan_tiles(plan, stmts, dtypes, sink_names):
             free_at.append(None)
         free_at[w] = (dt, last_use[v])
         tile_of[v] = f"w{w}"
-    out = []
-    for q, members in enumerate(plan):
-        reload = [(v, tile_of[v]) for v in sorted(tile_of, key=lambda v: int(v[1:]))
-                  if stage_of[v][0] < q and q <= last_use[v] and v in _names_in(
-                      [stmts[m].split(" = ", 1)[1] for m in members] + (list(sink_names) if q == len(plan) - 1 else []))]
-        spill = [(v, tile_of[v]) for v in sorted(tile_of, key=lambda v: int(v[1:])) if stage_of[v][0] == q]
-        out.append((members, reload, spill))
-    return out, tile_of, [(f"w{w}", dt) for w, (dt, _) in enumerate(free_at)]
+    order = sorted(tile_of, key=lambda v: int(v[1:]))
+    out = [(members, [(v, tile_of[v]) for v in order if stage_of[v][0] < q and v in reads[q]],
+            [(v, tile_of[v]) for v in order if stage_of[v][0] == q]) for q, members in enumerate(plan)]
+    return out, [(f"w{w}", dt) for w, (dt, _) in enumerate(free_at)]
 
 
 def loop_dims(shape, bcast_shapes, reduced):
