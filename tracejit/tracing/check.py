@@ -106,34 +106,26 @@ def checked_call(tf, entry, ts, args, kwargs):
     comp_outs = []
     _collect_out(res, comp_outs)
     problems = []
-    if len(comp_outs) != len(eager_outs):
-        problems.append(f"{len(comp_outs)} outputs instead of {len(eager_outs)}")
-    for k, (c, e) in enumerate(zip(_arrays(comp_outs), eager_vals)):
-        why = differs(c, e)
-        if why:
-            problems.append(f"output {k} differs {why}")
-    for k, (t, c, e) in enumerate(zip(owners, _arrays(owners), eager_state)):
-        why = differs(c, e)
-        if why:
-            problems.append(f"the tensor it updates ({_name(entry, k)}) differs {why}")
-    for k, (c, e) in enumerate(zip(_arrays([t._grad for t in owners]), eager_grads)):
+
+    def compare(what, c, e, absent="None", present="set"):
         if (c is None) != (e is None):
-            problems.append(f".grad of {_name(entry, k)} is {'None' if c is None else 'set'} (eager: "
-                            f"{'None' if e is None else 'set'})")
+            problems.append(f"{what} is {absent if c is None else present} (eager: {absent if e is None else present})")
         elif c is not None:
             why = differs(c, e)
             if why:
-                problems.append(f".grad of {_name(entry, k)} differs {why}")
+                problems.append(f"{what} differs {why}")
+
+    if len(comp_outs) != len(eager_outs):
+        problems.append(f"{len(comp_outs)} outputs instead of {len(eager_outs)}")
+    for k, (c, e) in enumerate(zip(_arrays(comp_outs), eager_vals)):
+        compare(f"output {k}", c, e)
+    for k, (c, e) in enumerate(zip(_arrays(owners), eager_state)):
+        compare(f"the tensor it updates ({_name(entry, k)})", c, e)
+    for k, (c, e) in enumerate(zip(_arrays([t._grad for t in owners]), eager_grads)):
+        compare(f".grad of {_name(entry, k)}", c, e)
     if eager_dgrads is not None and not problems:
-        comp_dgrads = _input_grads(comp_outs, owners, retain=True)
-        for k, (c, e) in enumerate(zip(comp_dgrads, eager_dgrads)):
-            if (c is None) != (e is None):
-                problems.append(f"the gradient with respect to {_name(entry, k)} is "
-                                f"{'missing' if c is None else 'present'} (eager: {'missing' if e is None else 'present'})")
-            elif c is not None:
-                why = differs(c, e)
-                if why:
-                    problems.append(f"the gradient with respect to {_name(entry, k)} differs {why}")
+        for k, (c, e) in enumerate(zip(_input_grads(comp_outs, owners, retain=True), eager_dgrads)):
+            compare(f"the gradient with respect to {_name(entry, k)}", c, e, "missing", "present")
     if problems:
         where = _first_differing_op(tf, entry, data0, gdata0)
         raise CheckError(f"trace check of {tf.__name__}: the compiled program differs from eager: "
