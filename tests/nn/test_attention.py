@@ -113,6 +113,33 @@ def test_sdpa_vs_torch_values_and_gradients(mask):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"{mask} {traced}")
 
 
+def test_sdpa_broadcast_batch_dims_vs_torch():
+    """q, k, v with different batch dims: the gradients are summed back to each input's shape."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 5, 4), (1, 3, 7, 4), (3, 7, 6))]
+    want = _run(torch, F, arrays, None, {"is_causal": True})
+    assert [a.shape for a in want[1:]] == [a.shape for a in arrays]
+    for traced in (None, "interpreter", "numba"):
+        for a, b in zip(_run(tj, TF, arrays, None, {"is_causal": True}, traced), want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=str(traced))
+
+
+def test_sdpa_dropout_keeps_or_scales_each_probability():
+    """dropout_p > 0: with v the identity the output is the dropped probabilities, each 0 or p / (1 - dropout_p)
+    of the definition's (causal: the masked ones stay 0)."""
+    q, k, _ = _inputs(L=6, S=6)
+    v = np.broadcast_to(np.eye(6, dtype=np.float32), (2, 3, 6, 6)).copy()
+    p = _ref64(q, k, v, is_causal=True)
+    tj.manual_seed(0)
+    got = TF.scaled_dot_product_attention(tj.tensor(q), tj.tensor(k), tj.tensor(v), dropout_p=0.25,
+                                          is_causal=True).numpy()
+    kept = got != 0
+    assert 0.5 < kept[p > 0].mean() < 0.95 and not kept[p == 0].any()
+    np.testing.assert_allclose(got[kept], p[kept] / 0.75, rtol=1e-5)
+
+
 def test_sdpa_double_backward_vs_torch():
     """A gradient that is differentiated again takes the rule through ops. PyTorch's CPU kernel has no double
     backward: its reference is the definition written with its ops."""

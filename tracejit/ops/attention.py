@@ -81,15 +81,7 @@ def _sdpa_backward_np(q, k, v, out, g, mask=None, *, is_causal, scale):
         ds *= sc
         dq[..., r0:r1, :] = np.matmul(ds, k)
         dk += np.matmul(np.swapaxes(ds, -1, -2), q[..., r0:r1, :])
-    return _sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape)
-
-
-def _sum_to(a, shape):
-    if a.shape == tuple(shape):
-        return a
-    lead = a.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and a.shape[lead + i] != 1)
-    return a.sum(dims, keepdims=True).reshape(shape)
+    return dq, dk, dv       # over the broadcast batch dims: the engine sums them back to each input's shape
 
 
 def _meta(q, k, v, mask=None, *, is_causal, scale):
@@ -151,7 +143,8 @@ defop("scaled_dot_product_attention", _sdpa_np, _meta, _vjp, saves="io",
 
 
 def _bwd_meta(q, k, v, out, g, mask=None, *, is_causal, scale):
-    return AVal(q.shape, q.dtype), AVal(k.shape, k.dtype), AVal(v.shape, v.dtype)
+    lead = tuple(out.shape[:-2])
+    return AVal(lead + q.shape[-2:], q.dtype), AVal(lead + k.shape[-2:], k.dtype), AVal(lead + v.shape[-2:], v.dtype)
 
 
 # no VJP of its own: a gradient that is differentiated again takes the rule through ops (see _vjp)
@@ -169,15 +162,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     _meta(query, key, value, attn_mask, is_causal=is_causal, scale=scale)      # eager mode checks as tracing does
     if dropout_p > 0.0:
         from ..nn.functional import dropout
-        from .nn_ops import softmax
-        from ..creation import ones
-        from .shape_ops import tril
-        L, S = query.shape[-2], key.shape[-2]
-        s = (query @ key.transpose(-2, -1)) * scale
-        if is_causal:
-            attn_mask = tril(ones(L, S, dtype=query.dtype)) > 0
-        if attn_mask is not None:
-            s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype.name == "bool" else s + attn_mask
-        return dropout(softmax(s, -1), dropout_p, True) @ value
+        return dropout(_probs_ops(query, key, attn_mask, is_causal, scale), dropout_p, True) @ value
     args = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
     return apply(OPS["scaled_dot_product_attention"], *args, is_causal=bool(is_causal), scale=scale)
