@@ -67,7 +67,7 @@ SNIPPETS = [
     "r = torch.conj_physical(x)",
     # flip: dims as varargs, a list or a keyword
     "r = x.flip(0, 1)", "r = x.flip([0, 1])", "r = x.flip(dims=(1,))", "r = torch.flip(x, (0,))", "r = x.flip(0)",
-    "r = x.flip(0, 0)",
+    "r = x.flip(0, 0)", "r = x.flip(1, 0, 1, 0)", "x.sum((0, -2))", "x.amax((1, 0, 1))",
     # reductions PyTorch tutorials call, with keepdim
     "r = (x.median(), list(x.median(1)), list(x.median(0, keepdim=True)), torch.median(x[0]))",
     "r = (list(x.kthvalue(2, 1, True)), list(torch.kthvalue(x, 1, 0)))",

@@ -235,8 +235,10 @@ def norm_dims(dim, ndim):
     if isinstance(dim, int):
         dim = (dim,)
     out = tuple(sorted(norm_dim(d, ndim) for d in dim))
-    if len(set(out)) != len(out):
-        raise RuntimeError(f"dim {tuple(dim)} appears multiple times in the list of dims")
+    if len(set(out)) != len(out):       # PyTorch names the first dim given again (normalized)
+        given = [norm_dim(d, ndim) for d in dim]
+        d = next(d for i, d in enumerate(given) if d in given[:i])
+        raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return out if ndim else ()
 
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .registry import AVal, apply, defop, norm_dim, OPS
+from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
 
 
 def _infer_shape(shape, numel):
@@ -569,11 +569,7 @@ def tile(input, dims):
 
 def flip(input, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    dims = tuple(norm_dim(d, input.ndim) for d in dims)
-    for i, d in enumerate(dims):
-        if d in dims[:i]:
-            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-    return apply(OPS["flip"], input, dims=dims)
+    return apply(OPS["flip"], input, dims=norm_dims(dims, input.ndim))     # (PyTorch's error for a repeated dim)
 
 
 def fliplr(input):
