@@ -188,12 +188,17 @@ def _scale2(typingctx, y, nf):
         if ity.width != 32:
             n1 = builder.sext(n1, ity)
             n2 = builder.sext(n2, ity)
-        b = ir.Constant(ity, bias)
-        sh = ir.Constant(ity, mbits)
-        s1 = builder.bitcast(builder.shl(builder.add(n1, b), sh), fty)
-        s2 = builder.bitcast(builder.shl(builder.add(n2, b), sh), fty)
+        s1, s2 = _pow2_pair(builder, n1, n2, info)
         return builder.fmul(builder.fmul(yv, s1), s2)
     return y(y, nf), codegen
+
+
+def _pow2_pair(builder, n1, n2, info):
+    """2**n1 and 2**n2 (integers of the float's width, each power normal) from their exponent bits."""
+    fty, ity, mbits, bias = info
+    b = ir.Constant(ity, bias)
+    sh = ir.Constant(ity, mbits)
+    return tuple(builder.bitcast(builder.shl(builder.add(m, b), sh), fty) for m in (n1, n2))
 
 
 @intrinsic
@@ -247,11 +252,7 @@ def _scale2_rounded(typingctx, q, t):
         base = ((bias + mbits) << mbits) | (1 << (mbits - 1))          # the bits of 1.5 * 2**mbits
         n = builder.sub(builder.bitcast(tv, ity), ir.Constant(ity, base + bias))
         n1 = builder.ashr(n, ir.Constant(ity, 1))
-        n2 = builder.sub(n, n1)
-        b = ir.Constant(ity, bias)
-        sh = ir.Constant(ity, mbits)
-        s1 = builder.bitcast(builder.shl(builder.add(n1, b), sh), fty)
-        s2 = builder.bitcast(builder.shl(builder.add(n2, b), sh), fty)
+        s1, s2 = _pow2_pair(builder, n1, builder.sub(n, n1), info)
         y = builder.fadd(builder.fmul(qv, s1, flags=("contract",)), s1, flags=("contract",))
         return builder.fmul(y, s2)
     return q(q, t), codegen
@@ -530,17 +531,10 @@ _D_ERF_C = 1.0 / 0.35
 # ---------------------------------------------------------------------------
 
 @njit(**_OPTS)
-def _exp_reduce_f32(xc, magic):
-    """exp(xc) = y * 2**n (degree-6 polynomial, exact range reduction); n = round(xc / ln2) by adding
-    `magic` (_round_magic), and t = magic + n, from which _pow2_rounded makes 2**(n + k)."""
-    q, t = _expm1_reduced_f32(xc, magic)
-    return q + _F_1, t - magic, t
-
-
-@njit(**_OPTS)
 def _expm1_reduced_f32(xc, magic):
-    """(q, t) with exp(xc) = (1 + q) * 2**n, t = magic + n (_exp_reduce_f32 without the final 1 + q, which the
-    caller folds into its scaling: (1 + q) * s as q * s + s, one FMA, the same bits)."""
+    """(q, t) with exp(xc) = (1 + q) * 2**n (degree-6 polynomial, exact range reduction): n = round(xc / ln2) by
+    adding `magic` (_round_magic), t = magic + n, from which _pow2_rounded makes 2**(n + k). The caller folds
+    the 1 + q into its scaling: (1 + q) * s as q * s + s, one FMA, the same bits."""
     t = xc * _F_LOG2E + magic
     n = t - magic
     r = xc - n * _F_LN2HI
@@ -589,7 +583,7 @@ def _expm1_poly_f64(r):
 
 @njit(**_OPTS)
 def _exp_reduce_f64(xc, magic):
-    """exp(xc) = y * 2**n (degree-13 polynomial, two-constant reduction); n and t as in _exp_reduce_f32."""
+    """exp(xc) = y * 2**n (degree-13 polynomial, two-constant reduction); n and t as in _expm1_reduced_f32."""
     t = xc * _D_LOG2E + magic
     n = t - magic
     r = xc - n * _D_LN2HI
