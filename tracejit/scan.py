@@ -32,7 +32,7 @@ def _build(spec, it):
     return kind(_build(p, it) for p in parts)
 
 
-def scan(combine_fn, init, xs, dim=0, reverse=False):
+def scan(combine_fn, init, xs, *, dim=0, reverse=False):
     """Run `combine_fn(carry, x) -> (next_carry, y)` over the slices of `xs` along `dim`; returns
     `(final_carry, ys)` with the `y`s stacked along `dim`. See the module docstring."""
     from .ops.shape_ops import stack
