@@ -160,5 +160,9 @@ def test_errors_as_torch():
         F.batch_norm(x, None, None, tj.ones(2), training=True)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         F.batch_norm(tj.randn(1, 3), None, None, training=True)
+    train = lambda x, rm, rv: F.batch_norm(x, rm, rv, training=True)  # noqa: E731
+    for fn in (train, tj.trace(train)):     # the running statistics a training call updates are checked too
+        with pytest.raises(RuntimeError, match="running_var should contain 3 elements not 4"):
+            fn(x, tj.zeros(3), tj.ones(4))
     with pytest.raises(RuntimeError, match="running_mean should contain 3 elements not 4"):
         torch.nn.functional.batch_norm(torch.randn(4, 3, 2), torch.zeros(4), torch.ones(4))

@@ -416,18 +416,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     variance, as PyTorch does. `momentum` may be a float or a 0-d tensor (momentum=None's 1/num_batches_tracked)."""
     from ..autograd.grad_mode import no_grad
     from ..ops.nn_ops import _native_batch_norm
-    if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected at least 2D input (got {input.ndim}D input)")
-    if not training:
-        if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
-        return _native_batch_norm(input, weight, bias, running_mean, running_var, training=False, eps=float(eps))[0]
-    C = input.shape[1]
-    n = input.numel() // C if C else 0
-    if n <= 1:
-        raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)}")
-    out, mean, var = _native_batch_norm(input, weight, bias, training=True, eps=float(eps))
-    if running_mean is not None or running_var is not None:
+    out, mean, var = _native_batch_norm(input, weight, bias, running_mean, running_var, training=bool(training),
+                                        eps=float(eps))
+    if training and (running_mean is not None or running_var is not None):
+        n = input.numel() // input.shape[1]         # > 1: the op checked it
         with no_grad():
             if running_mean is not None:
                 running_mean.mul_(1 - momentum).add_(mean * momentum)

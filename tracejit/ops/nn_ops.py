@@ -283,12 +283,11 @@ OPS["batch_norm"].saved_outputs = (1, 2)      # the statistics, not y (an in-pla
 
 
 def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
-    """(y, mean, var): the op itself (nn.functional.batch_norm wraps it and updates the running statistics)."""
+    """(y, mean, var): the op itself (nn.functional.batch_norm wraps it and updates the running statistics).
+    The shape rule runs here on every call: eager runs none, and in training the running statistics the caller
+    updates are no inputs of the op (a cuda tensor runs the op's `decompose`: backends/numba_cuda/eager.py)."""
+    _bn_meta(input, weight, bias, running_mean, running_var, training=training, eps=eps)
     args = (input, weight, bias) if training else (input, weight, bias, running_mean, running_var)
-    if input._data is not None and not isinstance(input._data, np.ndarray):     # a cuda tensor: its parts
-        return _bn_decompose(*args, training=training, eps=eps)
-    if input._data is not None:          # eager runs no shape rule: its checks here
-        _bn_meta(*args, training=training, eps=eps)
     return apply(OPS["batch_norm"], *args, training=training, eps=eps)
 
 
