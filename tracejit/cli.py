@@ -104,7 +104,6 @@ def _load_target(target):
     """MODULE:FUNCTION -> the function, or a UsageError that says what to write."""
     import importlib
     import inspect
-    import os
     mod, sep, fn = target.partition(":")
     if not sep or not fn or not mod:
         raise UsageError(f"write the target as MODULE:FUNCTION (e.g. mymod:f for f in ./mymod.py), got {target!r}")
@@ -177,8 +176,8 @@ def _backend(name):
     from .backends import get_backend
     try:
         get_backend(name)
-    except Exception:
-        raise UsageError(f"--backend {name!r}: choose numba or interpreter") from None
+    except Exception as e:      # (get_backend's message names the backends there are)
+        raise UsageError(f"--backend: {e}") from None
     return name
 
 

@@ -45,11 +45,11 @@ def _one_line(capsys, argv, status=2):
     (["explain", "mymod:f", "--inputs", "f32[8,x]"], "cannot read the shape"),
     (["explain", "mymod:f", "--inputs", "f32[8,4]"], "takes 2 input(s) (x, w), --inputs gives 1"),
     (["explain", "mymod:f", "--inputs", "f32[8,4] f32[4,3] f32[3]"], "--inputs gives 3"),
-    (["explain", "mymod:f", "--inputs", "f32[8,4] f32[4,3]", "--backend", "nope"], "choose numba or interpreter"),
+    (["explain", "mymod:f", "--inputs", "f32[8,4] f32[4,3]", "--backend", "nope"], "'nope': choose 'numba'"),
     (["explain", "mymod:f", "--inputs", "f32[8,4] f32[4,3]", "--html", "/no/such/dir/x.html"], "--html"),
     (["demo", "--steps", "0"], "at least 2"),
     (["demo", "--threads", "0"], "positive number of threads"),
-    (["demo", "--backend", "nope"], "choose numba or interpreter"),
+    (["demo", "--backend", "nope"], "'nope': choose 'numba'"),
     (["bench", "--json", "/no/such/dir/x.json"], "does not exist"),
 ])
 def test_a_mistake_is_one_line_with_the_fix(here, capsys, argv, says):
