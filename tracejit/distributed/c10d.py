@@ -545,20 +545,30 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     return _done(Work(lambda: _write(tensor, Tensor._wrap(recv)) if pg.rank() == root else None, job), async_op)
 
 
-def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
-    _eager_only("gather")
+def _rooted(name, tensor, tensors, list_name, role, group, glob, local, what):
+    """gather's and scatter's checks: (group, root's group rank, whether this rank is the root), or None when this
+    rank is not in the group. Only the root passes the list (one tensor per rank)."""
+    _eager_only(name)
     _check_tensor(tensor, "tensor")
-    if gather_list:
-        _check_list(gather_list, "gather_list")
+    if tensors:
+        _check_list(tensors, list_name)
     pg = _group(group)
     if pg is None:
-        return _not_member("gather")
-    root = _root(pg, dst, group_dst, "dst", 0)
+        return None
+    root = _root(pg, glob, local, what, 0)
     me = pg.rank() == root
-    if me and (not gather_list or len(gather_list) != pg.size()):
-        raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
-    if not me and gather_list:
-        raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
+    if me and (not tensors or len(tensors) != pg.size()):
+        raise ValueError(f"Argument ``{list_name}`` must be specified on {role} rank.")
+    if not me and tensors:
+        raise ValueError(f"Argument ``{list_name}`` must NOT be specified on non-{role} ranks.")
+    return pg, root, me
+
+
+def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
+    got = _rooted("gather", tensor, gather_list, "gather_list", "destination", group, dst, group_dst, "dst")
+    if got is None:
+        return _not_member("gather")
+    pg, root, me = got
     send = _host(tensor)
     recv = np.empty((pg.size(),) + send.shape, send.dtype) if me else None
 
@@ -573,19 +583,10 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
-    _eager_only("scatter")
-    _check_tensor(tensor, "tensor")
-    if scatter_list:
-        _check_list(scatter_list, "scatter_list")
-    pg = _group(group)
-    if pg is None:
+    got = _rooted("scatter", tensor, scatter_list, "scatter_list", "source", group, src, group_src, "src")
+    if got is None:
         return _not_member("scatter")
-    root = _root(pg, src, group_src, "src", 0)
-    me = pg.rank() == root
-    if me and (not scatter_list or len(scatter_list) != pg.size()):
-        raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
-    if not me and scatter_list:
-        raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
+    pg, root, me = got
     recv = np.empty(tuple(tensor.shape), tensor.dtype.np)
     send = np.stack([_host(t).reshape(recv.shape) for t in scatter_list]) if me else None
 
