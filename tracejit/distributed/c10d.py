@@ -398,7 +398,7 @@ def _write(t, res):
             res = res.reshape(t.shape)
         if res.dtype is not t.dtype:
             res = res.to(t.dtype)
-        STATE.tracer.rebind(t, res)
+        STATE.tracer.write(t, res)       # (a view's update lands in its base, as any in-place op's)
     else:
         np.copyto(t._data, res._data.reshape(t._data.shape), casting="unsafe")
     t._version.v += 1

@@ -153,6 +153,39 @@ for _ in range(2):
     close(b, data(n - 1), "traced broadcast")
     close(gathered, np.concatenate(every), "traced all_gather")
     close(scattered, sum(every) * np.float32(r + 1), "traced reduce_scatter")
+
+
+# a collective on a view: the result lands in the base, traced as eagerly
+@torch.trace
+def on_view(x):
+    dist.all_reduce(x[0])
+    return x * 1
+
+
+want = data(r)
+want[0] = sum(every)[0]
+for _ in range(2):
+    x = x0.clone()
+    close(on_view(x), want, "traced all_reduce of a view")
+    close(x, want, "traced all_reduce of a view: the argument")
+
+
+# a start that sends a view of an argument, which a kernel then updates in place before the wait: the kernel must
+# not write into the argument's array (donation) while the communication thread still reads it
+@torch.trace
+def sends_view(x):
+    out = torch.zeros(n * 6)
+    w = dist.all_gather_into_tensor(out, x.view(-1), async_op=True)
+    x.mul_(2)
+    w.wait()
+    return out
+
+
+x = x0.clone()
+close(sends_view(x), np.concatenate(every).reshape(-1), "traced all_gather of a view")
+close(x, 2 * data(r), "updated after the start")
+assert not sends_view.graph(x0.clone()).entry.fwd_fn._donated
+
 text = str(torch.make_graph(f.fn, x0.clone()))
 assert text.count("all_reduce_start") == 2 and text.count("comm_wait") == 2, text
 text = str(torch.make_graph(g.fn, x0.clone()))

@@ -263,8 +263,9 @@ def _donations(graph, donate):
     where = {id(n): k for k, n in enumerate(graph.nodes)}
     out_ids = [id(v) for v in graph.outputs if isinstance(v, Value)]
     out_ids += [root[i] for i in out_ids if i in root]
-    # a collective's start hands its input to the communication thread, which reads it until the wait
-    sent = {id(i) for n in graph.nodes if n.op.kind == "collective" for i in n.inputs}
+    # a collective's start hands its input (or the array a view of it reads) to the communication thread, which
+    # reads it until the wait
+    sent = {root.get(id(i), id(i)) for n in graph.nodes if n.op.kind == "collective" for i in n.inputs}
     res = {}
     for j, i in donate.items():
         v, u = graph.outputs[j], graph.inputs[i]
