@@ -102,6 +102,13 @@ SNIPPETS = [
     "o = torch.empty(2)\nr = (torch.add(torch.ones(3), 1, out=o) is o, o)",
     "o = torch.empty(0)\nr = (torch.add(torch.ones(3), 1, out=o) is o, o)",
     "with torch.no_grad():\n    o = torch.empty(3)\n    r = torch.mul(w, 2, out=o) is o, o",
+    # out= of (values, indices) results: a tuple of tensors
+    "o = torch.empty(2)\nr = (torch.max(x, 1, out=(o, torch.empty(2, dtype=torch.long))), o)",
+    "o = torch.empty(())\nr = (torch.max(x, out=o) is o, torch.min(x, out=torch.empty(3)), o)",
+    "o = (torch.empty(3), torch.empty(3, dtype=torch.long))\nr = (list(torch.min(x, 0, out=o)), o)",
+    "o = (torch.empty(2), torch.empty(2, dtype=torch.long))\nr = (list(torch.median(x, 1, out=o)), o)",
+    "o = (torch.empty(2), torch.empty(2, dtype=torch.long))\nr = (list(torch.kthvalue(x, 2, 1, out=o)), o)",
+    "o = (torch.empty(3), torch.empty(3))\nr = (list(torch.aminmax(x, dim=0, out=o)), o)",
 ]
 
 

@@ -19,6 +19,7 @@ CREATION = ("zeros", "ones", "empty", "full", "arange", "linspace", "logspace", 
             "randperm")
 OPS = ("matmul", "mm", "bmm", "mv", "dot", "inner", "outer", "addmm", "addmv", "baddbmm",
        "sum", "nansum", "mean", "nanmean", "prod", "amax", "amin", "argmax", "argmin", "var", "std", "logsumexp",
+       "max", "min", "median", "kthvalue", "aminmax",
        "norm", "all", "any", "cumsum", "cumprod", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
        "dstack", "column_stack", "flip", "tril", "triu")
 _NOT_OUT = ("allclose", "equal", "cast", "pointwise", "ones_like_", "isclose", "result_type", "positive")
@@ -28,7 +29,11 @@ _CATEGORY = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", 
 
 
 def write(name, result, out):
-    """Write `result` into `out` as PyTorch's out= does; returns `out`."""
+    """Write `result` into `out` as PyTorch's out= does; returns `out`. A tuple result (values, indices) goes
+    into a tuple of as many tensors, each by these rules."""
+    if isinstance(result, tuple) and isinstance(out, (tuple, list)) and len(out) == len(result):
+        outs = [write(name, r, o) for r, o in zip(result, out)]
+        return type(result)(*outs) if hasattr(result, "_fields") else tuple(outs)
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if not isinstance(result, Tensor):
