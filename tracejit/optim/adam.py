@@ -94,15 +94,17 @@ class Adam(Optimizer):
                 g = p._grad
                 if g is None:
                     continue
-                if not (_plain(p._data) and _plain(g._data) and g._data.dtype == p._data.dtype) or g._requires_grad:
+                state = self._init_state(p, False)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                # the kernel writes through flat views: every array must be one (loaded state may not be)
+                if g._requires_grad or not all(_plain(t._data) and t._data.dtype == p._data.dtype
+                                               for t in (p, g, m, v)):
                     return False
-                todo.append((group, p, g))
+                todo.append((group, p, g, m, v, state["step"]))
         from kernels.cpu.optim import adam_update
-        for group, p, g in todo:
+        for group, p, g, m, v, step_t in todo:
             beta1, beta2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-            state = self._init_state(p, False)
-            m, v, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
             step_t._data += 1
             step_t._version.v += 1
             step = float(step_t._data)
