@@ -17,7 +17,7 @@ import harness as H  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-import tracejit  # noqa: E402
+from bench_user_chains import systems  # noqa: E402  (numpy, traced, torch.compile, jax.jit)
 
 ROUNDS, SCALE, SHIFT = 10, 0.7, 0.2
 CHAINS = ("tanh", "exp", "sigmoid", "exp/tanh")
@@ -34,44 +34,6 @@ def chain(lib, u):
     return f
 
 
-class _NP:
-    tanh, exp = np.tanh, np.exp
-
-    @staticmethod
-    def sigmoid(v):
-        return 1 / (1 + np.exp(-v))
-
-
-def systems(u, a, quick, notes):
-    out = {"numpy": (lambda f: lambda: f(a))(chain(_NP, u))}
-    t = tracejit.tensor(a)
-    traced = tracejit.trace(chain(tracejit, u), backend="numba")
-    out["tracejit traced"] = lambda: traced(t)
-    if H.wanted("torch") and not H.references()["torch"].startswith("unavailable"):
-        if quick:
-            notes["torch.compile"] = "skipped in --quick (compiling takes 10-20 s per function here)"
-        else:
-            import torch
-            H.pin_threads()
-            tx = torch.from_numpy(a.copy())
-            cf, why = H.try_torch_compile(chain(torch, u), tx)
-            if cf is None:
-                notes["torch.compile"] = why
-            else:
-                out["torch.compile"] = lambda: cf(tx)
-    if H.wanted("jax"):
-        jax, why = H.try_jax(threads=H.CONFIG["threads"])
-        if jax is None:
-            notes["jax.jit"] = why
-        else:
-            import types
-            jnp = jax.numpy
-            jf = jax.jit(chain(types.SimpleNamespace(tanh=jnp.tanh, exp=jnp.exp, sigmoid=jax.nn.sigmoid), u))
-            jx = jnp.asarray(a)
-            out["jax.jit"] = lambda: jf(jx).block_until_ready()
-    return out
-
-
 def run(quick=False):
     """For `tracejit bench`: each chain at each size, checked then timed (interleaved rounds, medians)."""
     H.pin_threads()
@@ -80,7 +42,7 @@ def run(quick=False):
         a = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
         for u in (("exp/tanh",) if quick else CHAINS):
             notes = {}
-            fns = systems(u, a, quick, notes)
+            fns = systems(lambda L: chain(L, u), [a], quick, notes)
             name = f"10 x {u}(x*0.7+0.2)"
             H.check_same({k: f() for k, f in fns.items()}, rtol=1e-4, atol=1e-5, label=f"long_chains {name} {n}")
             rs = H.compare(fns, "long_chains", name, f"{n}", baseline="numpy", repeat=5 if quick else 15,

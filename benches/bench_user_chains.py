@@ -73,6 +73,12 @@ def _compile(src):
     return ns["prog"]
 
 
+def _program(src):
+    """The program as `systems` takes it: L (an ops namespace) -> its function of x, y, b, c."""
+    prog = _compile(src)
+    return lambda L: lambda x, y, b, c: prog(L, x, y, b, c)
+
+
 NUMPY = types.SimpleNamespace(tanh=np.tanh, sigmoid=lambda v: 1 / (1 + np.exp(-v)), exp=np.exp, log1p=np.log1p,
                               abs=np.abs, relu=lambda v: np.maximum(v, np.float32(0)), maximum=np.maximum)
 TRACEJIT = types.SimpleNamespace(tanh=tracejit.tanh, sigmoid=tracejit.sigmoid, exp=tracejit.exp,
@@ -99,11 +105,13 @@ def find_programs(n):
     return out
 
 
-def systems(src, arrays, quick, notes):
-    prog = _compile(src)
-    out = {"numpy": lambda: prog(NUMPY, *arrays)}
+def systems(make, arrays, quick, notes):
+    """{system: call} of the program `make(L)` (a function of the arrays; L: the ops' namespace, NUMPY, TRACEJIT,
+    torch's or jax's) on `arrays`: numpy, tracejit traced, torch.compile and jax.jit where they work (why not:
+    in `notes`). Shared with bench_long_chains."""
+    out = {"numpy": (lambda f: lambda: f(*arrays))(make(NUMPY))}
     ts = [tracejit.tensor(a) for a in arrays]
-    traced = tracejit.trace(lambda x, y, b, c: prog(TRACEJIT, x, y, b, c), backend="numba")
+    traced = tracejit.trace(make(TRACEJIT), backend="numba")
     out["tracejit traced"] = lambda: traced(*ts)
     if H.wanted("torch") and not H.references()["torch"].startswith("unavailable"):
         if quick:
@@ -114,7 +122,7 @@ def systems(src, arrays, quick, notes):
             Lt = types.SimpleNamespace(tanh=torch.tanh, sigmoid=torch.sigmoid, exp=torch.exp, log1p=torch.log1p,
                                        abs=torch.abs, relu=torch.relu, maximum=torch.maximum)
             tx = [torch.from_numpy(a.copy()) for a in arrays]
-            cf, why = H.try_torch_compile(lambda x, y, b, c: prog(Lt, x, y, b, c), *tx)
+            cf, why = H.try_torch_compile(make(Lt), *tx)
             if cf is None:
                 notes["torch.compile"] = why
             else:
@@ -128,7 +136,7 @@ def systems(src, arrays, quick, notes):
             Lj = types.SimpleNamespace(tanh=jnp.tanh, sigmoid=jax.nn.sigmoid, exp=jnp.exp, log1p=jnp.log1p,
                                        abs=jnp.abs, relu=jax.nn.relu, maximum=jnp.maximum)
             jx = [jnp.asarray(a) for a in arrays]
-            jf = jax.jit(lambda x, y, b, c: prog(Lj, x, y, b, c))
+            jf = jax.jit(make(Lj))
             out["jax.jit"] = lambda: jf(*jx).block_until_ready()
     return out
 
@@ -145,7 +153,7 @@ def run(quick=False, programs=None):
         for shape in sizes:
             arrays = inputs(shape)
             notes = {}
-            fns = systems(src, arrays, quick, notes)
+            fns = systems(_program(src), arrays, quick, notes)
             size = f"{shape[0]}x{shape[1]}"
             H.check_same({k: f() for k, f in fns.items()}, rtol=2e-4, atol=2e-5, label=f"user_chains {label} {size}")
             rs = H.compare(fns, "user_chains", label, size, baseline="numpy", repeat=repeat, min_sample=min_sample,

@@ -139,7 +139,8 @@ def per_isa(isas):
     import llvmlite.binding as ll
     have = ll.get_host_cpu_features().flatten().split(",")
     need = {"512": "+avx512f", "256": "+avx2", "128": "+sse4.2"}
-    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--isa" and (i == 0 or sys.argv[i] != "--isa")]
+    argv = [a for i, a in enumerate(sys.argv[1:]) if a != "--isa" and not a.startswith("--isa=")
+            and (i == 0 or sys.argv[i] != "--isa")]       # (a child given --isa would start children again)
     for bits in isas:
         if need.get(bits) not in have:
             print(f"TRACEJIT_VECTOR_BITS={bits}: this CPU has no {need.get(bits, '?')[1:]}: skipped\n")
