@@ -60,10 +60,10 @@ def bucket_assignment(params, bucket_cap_mb=None):
 class _Iteration:
     """What one backward of a synchronized step has done so far."""
 
-    def __init__(self, n_buckets, unused):
-        self.missing = None          # per bucket: parameters whose gradient has not arrived yet
+    def __init__(self, buckets, unused):
+        self.missing = [set(idx) - unused for idx in buckets]    # per bucket: gradients not arrived yet
         self.next = 0                # the next bucket to start (buckets start in order on every rank)
-        self.works = [None] * n_buckets
+        self.works = [None] * len(buckets)
         self.unused = unused         # parameter indices no output depends on (find_unused_parameters)
         self.callback_queued = False
 
@@ -153,8 +153,7 @@ class DistributedDataParallel(Module):
         out = self.module(*inputs, **kwargs)
         if STATE.grad_enabled and self.require_backward_grad_sync:
             unused = self._unused(out) if self.find_unused_parameters else set()
-            self._iter = _Iteration(len(self._buckets), unused)
-            self._iter.missing = [set(idx) - unused for idx in self._buckets]
+            self._iter = _Iteration(self._buckets, unused)
         else:
             self._iter = None
         return out
@@ -235,7 +234,7 @@ class DistributedDataParallel(Module):
                 it.missing[b].clear()
             self._start_ready(it)
         keep = None
-        if it.unused is not None and self.find_unused_parameters and STATE.tracer is None:
+        if self.find_unused_parameters and STATE.tracer is None:
             keep = self._globally_unused(it.unused)
         with no_grad():
             for b, (flat, work) in enumerate(it.works):
