@@ -37,12 +37,7 @@ def _check_float(x, what):
 
 def _conv_meta(x, w, b=None, *, stride, padding, dilation, groups):
     from kernels.cpu.conv import conv_out_size
-    if x.ndim != 4 or w.ndim != 4:
-        raise RuntimeError(f"conv2d: expected 4-D input and weight, got input of shape {list(x.shape)} and "
-                           f"weight of shape {list(w.shape)}")
-    _check_float(x, "conv2d")
-    if x.dtype is not w.dtype:
-        raise RuntimeError(f"Input type ({x.dtype.name}) and weight type ({w.dtype.name}) should be the same")
+    _check_pair(x, w, "conv2d")
     N, C, H, W = x.shape
     O, Cg, kh, kw = w.shape
     if C != Cg * groups:
@@ -163,6 +158,13 @@ defop("conv2d_backward_weight", _bwd_weight_impl,
 def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1, bias=None):
     """The primitive (the bias is added inside the kernel, as the output is laid out; nn.functional.conv2d
     handles padding='same')."""
+    stride, padding, dilation, groups = _conv_args(stride, padding, dilation, groups)
+    args = (input, weight) if bias is None else (input, weight, bias)
+    return apply(OPS["conv2d"], *args, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def _conv_args(stride, padding, dilation, groups):
+    """(stride, padding, dilation) as pairs and groups as an int, checked as PyTorch checks them."""
     stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
     if min(stride) <= 0:
         raise RuntimeError("non-positive stride is not supported")
@@ -172,8 +174,17 @@ def conv2d(input, weight, stride=1, padding=0, dilation=1, groups=1, bias=None):
         raise RuntimeError("dilation should be greater than zero")
     if int(groups) <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    args = (input, weight) if bias is None else (input, weight, bias)
-    return apply(OPS["conv2d"], *args, stride=stride, padding=padding, dilation=dilation, groups=int(groups))
+    return stride, padding, dilation, int(groups)
+
+
+def _check_pair(x, w, what):
+    """4-d floating-point input and weight of one dtype."""
+    if x.ndim != 4 or w.ndim != 4:
+        raise RuntimeError(f"{what}: expected 4-D input and weight, got input of shape {list(x.shape)} and "
+                           f"weight of shape {list(w.shape)}")
+    _check_float(x, what)
+    if x.dtype is not w.dtype:
+        raise RuntimeError(f"Input type ({x.dtype.name}) and weight type ({w.dtype.name}) should be the same")
 
 
 def conv_transpose2d(input, weight, stride=1, padding=0, output_padding=0, groups=1, dilation=1, bias=None):
@@ -181,22 +192,9 @@ def conv_transpose2d(input, weight, stride=1, padding=0, output_padding=0, group
     the input as the output gradient, so its gradients are conv2d and conv2d_backward_weight again. The bias is
     added after it (a broadcast add: the fusion pass's work when traced)."""
     from .shape_ops import reshape
-    stride, padding, dilation = _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation")
-    output_padding, groups = _pair(output_padding, "output_padding"), int(groups)
-    if input.ndim != 4 or weight.ndim != 4:
-        raise RuntimeError(f"conv_transpose2d: expected 4-D input and weight, got input of shape "
-                           f"{list(input.shape)} and weight of shape {list(weight.shape)}")
-    _check_float(input, "conv_transpose2d")
-    if input.dtype is not weight.dtype:
-        raise RuntimeError(f"Input type ({input.dtype.name}) and weight type ({weight.dtype.name}) should be the same")
-    if min(stride) <= 0:
-        raise RuntimeError("non-positive stride is not supported")
-    if min(padding) < 0:
-        raise RuntimeError("negative padding is not supported")
-    if min(dilation) <= 0:
-        raise RuntimeError("dilation should be greater than zero")
-    if groups <= 0:
-        raise RuntimeError("non-positive groups is not supported")
+    _check_pair(input, weight, "conv_transpose2d")
+    stride, padding, dilation, groups = _conv_args(stride, padding, dilation, groups)
+    output_padding = _pair(output_padding, "output_padding")
     if min(output_padding) < 0 or any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
         raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
                            f"output_padding_height: {output_padding[0]} output_padding_width: {output_padding[1]} "
