@@ -285,6 +285,7 @@ def compare_runs(before, now, label="the earlier run"):
     if before.get("clock", "wall") != now.get("clock", "wall"):
         lines.append(f"note: the earlier run timed by the {before.get('clock', 'wall')} clock, this one by the "
                      f"{now.get('clock', 'wall')} clock")
+    head = len(lines)
     lines += ["", "| benchmark | system | size | then | now | now / then |", "|---|---|---|---|---|---|"]
     ratios, slower = [], []
     for r in now["results"]:
@@ -300,7 +301,7 @@ def compare_runs(before, now, label="the earlier run"):
         lines.append(f"| {bench} | {r['system']} | {r['size']} | {_fmt_time(o['median'])} | "
                      f"{_fmt_time(r['median'])} | {q:.2f}x{flag} |")
     if not ratios:
-        return "\n".join(lines[:2] + ["no rows in common with the earlier run"])
+        return "\n".join(lines[:head] + ["no rows in common with the earlier run"])
     geo = math.exp(sum(math.log(q) for q in ratios) / len(ratios))
     lines += ["", f"{len(ratios)} rows in common; geometric mean now / then {geo:.2f}x; "
                   f"{len(slower)} row(s) {SLOWER:.2f}x or more slower" + (": " + "; ".join(slower) if slower else "")]
