@@ -38,7 +38,8 @@ class ReduceOp:
             return hash(self.name)
 
 
-for _n in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
+_REDUCE_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
+for _n in _REDUCE_OPS:
     setattr(ReduceOp, _n, ReduceOp.RedOpType(_n))
 
 
@@ -380,7 +381,7 @@ def _check_list(ts, name):
 def _op_name(op):
     if isinstance(op, ReduceOp.RedOpType):
         return op.name
-    if isinstance(op, str) and op.upper() in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"):
+    if isinstance(op, str) and op.upper() in _REDUCE_OPS:
         return op.upper()
     raise ValueError(f"op must be a torch.distributed.ReduceOp, got {op!r}")
 
