@@ -59,10 +59,10 @@ def _eager_nodes(roots):
             continue
         seen.add(id(n))
         nodes.append(n)
-        for e in reversed(n.next_functions or ()):
-            if e is not None and e[0] is not None:
-                edges.append((n, e[0]))
-                stack.append(e[0])
+        for nxt, _ in reversed(n.next_functions):     # (node, output_nr) pairs, (None, 0) for no gradient
+            if nxt is not None:
+                edges.append((n, nxt))
+                stack.append(nxt)
     return nodes, edges
 
 
@@ -85,9 +85,8 @@ def eager_text(outs):
             return
         seen.add(id(node))
         lines.append("  " * depth + _node_label(node))
-        for e in node.next_functions or ():
-            if e is not None:
-                walk(e[0], depth + 1)
+        for nxt, _ in node.next_functions:
+            walk(nxt, depth + 1)
     for i, t in enumerate(outs):
         if len(outs) > 1:
             lines.append(f"output {i}:")
