@@ -20,6 +20,7 @@ PRODUCERS = {
     "expand": lambda x: x[:, :1].expand(2, 3, 4),
     "unsqueeze_transpose": lambda x: x.unsqueeze(1).transpose(0, 2),
     "elementwise_of_transpose": lambda x: x.transpose(0, 2) * 2,
+    "clone_of_transpose": lambda x: x.transpose(1, 2).clone(),       # clone keeps the layout (preserve_format)
     "t_of_flat": lambda x: x.reshape(6, 4).t(),
 }
 

@@ -30,6 +30,9 @@ class Op:
     # optional rule (same arguments as impl, on tensors) computing the op with other registry ops: a backend
     # that fuses those (row kernels) lowers the op by it after autodiff (passes/decompose.py)
     decompose = None
+    # True for an elementwise op whose result is row-major whatever its operand's strides (contiguous):
+    # the tracer's layout model (tracing/layout.py) does not carry the operand's dim order over to it
+    makes_contiguous = False
 
     def __init__(self, name, impl, meta, vjp=None, *, kind="other", expr=None, nout=1, saves="i",
                  view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None):

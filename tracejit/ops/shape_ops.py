@@ -123,7 +123,7 @@ defop("clone", lambda x: x.copy(order="K"), lambda x: AVal(x.shape, x.dtype), la
       expr="{0}", saves="")
 defop("contiguous", np.ascontiguousarray, lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
       expr="{0}", saves="", grad_name="CloneBackward0")
-OPS["clone"].makes_contiguous = OPS["contiguous"].makes_contiguous = True     # numpy copies to row-major
+OPS["contiguous"].makes_contiguous = True     # (clone keeps its operand's layout: order="K", preserve_format)
 
 
 def _to_format_np(x, format):

@@ -69,11 +69,9 @@ def view_op_strides(op, shape, strides, attrs):
     return op.impl(_stand_in(shape, strides), **attrs).strides
 
 
-
-
 def result_layout(op, args, out_shape):
     """`_layout` of a non-view op's result: None (row-major) or strides."""
-    if op.kind != "elementwise" or op.__dict__.get("makes_contiguous"):
+    if op.kind != "elementwise" or op.makes_contiguous:
         return None
     from .._tensor import Tensor
     out_shape = tuple(out_shape)
