@@ -49,11 +49,18 @@ def _state(lib_model):
 
 
 def run(quick=False):
+    return sgd_step_bench("cnn_step", make_model, 1, quick)
+
+
+def sgd_step_bench(bench, make_model, channels, quick=False):
+    """The bench of one SGD step (make_step) of `make_model(lib)` on a BATCH x channels x SIZE x SIZE batch in
+    every system, each starting from tracejit's initial weights, the first step's loss, parameters and running
+    statistics checked equal before timing (this bench's and bench_resnet_step.py's body)."""
     H.pin_threads()
     rng = np.random.default_rng(0)
-    xn = rng.standard_normal((BATCH, 1, SIZE, SIZE), dtype=np.float32)
+    xn = rng.standard_normal((BATCH, channels, SIZE, SIZE), dtype=np.float32)
     yn = rng.integers(0, CLASSES, BATCH)
-    size = f"{BATCH}x1x{SIZE}x{SIZE}"
+    size = f"{BATCH}x{channels}x{SIZE}x{SIZE}"
     tracejit.manual_seed(0)
     init = make_model(tracejit).state_dict()
     systems, firsts, notes = {}, {}, {}
@@ -94,12 +101,12 @@ def run(quick=False):
     elif H.wanted("torch"):
         notes["torch"] = refs["torch"]
 
-    H.check_same(firsts, rtol=1e-4, atol=1e-5, label="cnn_step (loss, parameters, running stats)")
+    H.check_same(firsts, rtol=1e-4, atol=1e-5, label=f"{bench} (loss, parameters, running stats)")
     repeat, min_sample = (5, 0.05) if quick else (15, 0.1)
-    out = H.compare(systems, "cnn_step", "sgd step", size, baseline="tracejit eager", repeat=repeat,
+    out = H.compare(systems, bench, "sgd step", size, baseline="tracejit eager", repeat=repeat,
                     min_sample=min_sample)
     for k, v in notes.items():
-        out.append(H.Result("cnn_step", "sgd step", k, size, None, note=v))
+        out.append(H.Result(bench, "sgd step", k, size, None, note=v))
     return out
 
 

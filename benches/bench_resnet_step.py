@@ -15,91 +15,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-import harness as H  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-import tracejit  # noqa: E402
+from bench_cnn_step import CLASSES, sgd_step_bench  # noqa: E402
 from train_resnet import make_resnet  # noqa: E402
-
-BATCH, SIZE, CLASSES, LR = 64, 16, 10, 0.01
 
 
 def make_model(lib):
     return make_resnet(lib.nn, classes=CLASSES)
 
 
-def make_step(lib, model):
-    opt = lib.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
-    loss_fn = lib.nn.CrossEntropyLoss()
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
-    return step
-
-
-def _state(lib_model):
-    return [np.array(v.detach().numpy() if hasattr(v, "detach") else v) for k, v in lib_model.state_dict().items()
-            if "num_batches" not in k]
-
-
 def run(quick=False):
-    H.pin_threads()
-    rng = np.random.default_rng(0)
-    xn = rng.standard_normal((BATCH, 3, SIZE, SIZE), dtype=np.float32)
-    yn = rng.integers(0, CLASSES, BATCH)
-    size = f"{BATCH}x3x{SIZE}x{SIZE}"
-    tracejit.manual_seed(0)
-    init = make_model(tracejit).state_dict()
-    systems, firsts, notes = {}, {}, {}
-    tx, ty = tracejit.tensor(xn), tracejit.tensor(yn)
-    for name in ("tracejit eager", "tracejit traced"):
-        model = make_model(tracejit)
-        model.load_state_dict(init)
-        step = make_step(tracejit, model)
-        if name.endswith("traced"):
-            step = tracejit.trace(step)
-        loss = step(tx, ty)
-        firsts[name] = (loss, *_state(model))
-        systems[name] = lambda step=step: step(tx, ty)
-
-    refs = H.references()
-    if H.wanted("torch") and not refs["torch"].startswith("unavailable"):
-        import torch
-        H.pin_threads()
-        px, py = torch.from_numpy(xn), torch.from_numpy(yn)
-        names = ["torch eager"] + ([] if quick else ["torch.compile"])
-        if quick:
-            notes["torch.compile"] = "skipped in --quick (compiling takes 10-20 s here)"
-        for name in names:
-            model = make_model(torch)
-            model.load_state_dict({k: torch.from_numpy(np.array(v.numpy())) for k, v in init.items()})
-            step = make_step(torch, model)
-            if name == "torch.compile":
-                ok, why = H.torch_compile_works()
-                if not ok:
-                    notes[name] = why
-                    continue
-                step = torch.compile(step, dynamic=False)
-            try:
-                firsts[name] = (step(px, py), *_state(model))
-                systems[name] = lambda step=step: step(px, py)
-            except Exception as e:
-                notes[name] = f"unavailable: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
-    elif H.wanted("torch"):
-        notes["torch"] = refs["torch"]
-
-    H.check_same(firsts, rtol=1e-4, atol=1e-5, label="resnet_step (loss, parameters, running stats)")
-    repeat, min_sample = (5, 0.05) if quick else (15, 0.1)
-    out = H.compare(systems, "resnet_step", "sgd step", size, baseline="tracejit eager", repeat=repeat,
-                    min_sample=min_sample)
-    for k, v in notes.items():
-        out.append(H.Result("resnet_step", "sgd step", k, size, None, note=v))
-    return out
+    return sgd_step_bench("resnet_step", make_model, 3, quick)
 
 
 if __name__ == "__main__":
