@@ -233,3 +233,29 @@ def test_torch_legacy_format_loads(tmp_path):
     whole = tj.load(p, weights_only=False)              # opted in: the module, its storages filled
     assert type(whole) is torch.nn.Linear
     np.testing.assert_array_equal(whole.weight.detach().numpy(), lin.weight.detach().numpy())
+
+
+def test_legacy_storages_declaring_more_than_the_file_are_refused():
+    """Storages are made while the object pickle is read: their declared sizes together are bounded by the file
+    (each of these two alone would fit)."""
+    from tracejit._torch_format import _Global, _Pickler
+
+    class Rec:
+        def __init__(self, key, numel):
+            self.key, self.numel = key, numel
+
+    class LegacyPickler(_Pickler):
+        def persistent_id(self, obj):
+            if type(obj) is Rec:
+                return ("storage", _Global("torch", "FloatStorage"), obj.key, "cpu", obj.numel, None)
+            return None
+
+    buf = io.BytesIO()
+    for v in (0x1950a86a20f9469cfc6c, 1001, {"little_endian": True}):
+        buf.write(pickle.dumps(v, protocol=2))
+    LegacyPickler(buf).dump([Rec("0", 40), Rec("1", 40)])
+    buf.write(pickle.dumps(["0", "1"], protocol=2) + (40).to_bytes(8, "little") * 2)
+    assert 160 <= len(buf.getvalue()) < 320
+    buf.seek(0)
+    with pytest.raises(RuntimeError, match="corrupted or truncated.*storage 1 declares 40 elements, more than"):
+        tj.load(buf)
