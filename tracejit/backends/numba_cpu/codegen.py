@@ -254,7 +254,7 @@ def generate(node, name, fastmath=False):
         stmts.append(f"{nm} = {text}    # {nd.op.name}")
         stmt_dtypes.append(o.dtype.np)
     red_outs = set(k for k, _, _ in reductions)
-    stores = [f"out{k}[i] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+    stores = [f"out{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
 
     in_args = [f"in{j}" for j in range(len(ins))]
     out_args = [f"out{k}" for k in range(len(outs))]
@@ -312,7 +312,7 @@ def generate(node, name, fastmath=False):
     kp_arg, kp_unpack = param_args(params)
     sig = ", ".join(in_args + [t for t, _, _ in scratch] + out_args + extra_names + kp_arg)
 
-    def inner(ind, var, n, rng, loads, sinks, par, nd=False):
+    def inner(ind, var, n, rng, loads, sinks, par):
         """The innermost loop, `for var in rng(n)`: `loads` [(name, template)] of the operands, the body, then
         `sinks` (templates: stores, summands). Templates index with {g} (an int expression) or {gu} (a whole
         index: unsigned where numba could not prove it non-negative). Staged (`plan`): a loop over tiles of
@@ -351,8 +351,7 @@ def generate(node, name, fastmath=False):
             lines += [f"    for j in range(acc{k}.size):", f"        acc{k}[j] = 0.0"]
         if mode == "flat":
             loads = [(f"x{j}", f"x{j} = in{j}[{{gu}}]") for j, kind in enumerate(in_kinds) if kind == "full"]
-            lines += inner("    ", "i", "out0.size", rng, loads, [t.replace("[i]", "[{gu}]") for t in stores],
-                           rng != "range")
+            lines += inner("    ", "i", "out0.size", rng, loads, stores, rng != "range")
         else:
             lines += nd_loops(rng)
         for k, _, _ in reductions:
