@@ -8,6 +8,9 @@ import numpy as np
 
 from .._state import STATE
 
+READ_ONLY = ("unsupported operation: the tensor is read-only (an expanded view shares memory between elements); "
+             "clone() it before writing")
+
 
 def _snapshot(t):
     """A tensor standing for `t`'s value before the update (same autograd identity, own version)."""
@@ -69,8 +72,7 @@ def inplace(self, compute, args=()):
             else:
                 d.copy_from(r)          # a device array (cuda): a copy kernel writing through the view
         except ValueError:
-            raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
-                               "between elements); clone() it before writing") from None
+            raise RuntimeError(READ_ONLY) from None
     self._version.v += 1
     if "_vver" in self.__dict__:        # a view updated itself: its history is the update's, not stale
         self.__dict__["_vver"] = self._version.v

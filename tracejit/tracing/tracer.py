@@ -298,9 +298,9 @@ def _unlift(t, cls):
     t.__class__ = cls
     del t.__dict__["_tj_real"]
 
+
 def _scatter_into(base, chain, res):
     """The value of `base` after the elements its view (`chain` of view ops) shows are replaced by `res`."""
-    from .. import ops as _ops  # noqa: F401  (public ops are attached to Tensor)
     from ..ops.registry import OPS, apply
     from ..ops.shape_ops import permute, reshape
     if all(op.name in ("view", "permute") for op, _, _ in chain):      # a bijection: undo it
@@ -311,8 +311,8 @@ def _scatter_into(base, chain, res):
     if len(chain) == 1 and chain[0][0].name == "slice":      # basic indexing: write the slice
         return apply(OPS["index_put"], base, res, spec=chain[0][1]["spec"], accumulate=False)
     if any(op.name == "expand" for op, _, _ in chain):
-        raise RuntimeError("unsupported operation: the tensor is read-only (an expanded view shares memory "
-                           "between elements); clone() it before writing")
+        from ..ops.inplace import READ_ONLY
+        raise RuntimeError(READ_ONLY)
     pos = np.arange(int(np.prod(base.shape, dtype=np.int64)), dtype=np.int64).reshape(tuple(base.shape))
     for op, attrs, _ in chain:                  # where each element of the view lives in the base
         pos = op.impl(pos, **attrs)
