@@ -11,19 +11,28 @@ from .dce import dce
 from .rewrite import Rewriter, use_counts
 
 
+def _rewritable(n, uses):
+    """n is `permute(dims=(1, 0))` of a 2-D product of two 2-D values that nothing else reads."""
+    src = n.inputs[0] if n.op.name == "permute" and n.inputs else None
+    m = src.producer if isinstance(src, Value) else None
+    return m is not None and m.op.name == "matmul" and tuple(n.attrs["dims"]) == (1, 0) and uses[id(src)] == 1 \
+        and all(isinstance(x, Value) and x.ndim == 2 for x in m.inputs)
+
+
 def transposed_products(g):
     uses = use_counts(g)
+    found = [n for n in g.nodes if _rewritable(n, uses)]
+    if not found:
+        return g                    # (nothing to rewrite: no copy of the graph)
+    found = set(map(id, found))
     r = Rewriter(g)
     for n in g.nodes:
-        src = n.inputs[0] if n.op.name == "permute" and n.inputs else None
-        m = src.producer if isinstance(src, Value) else None
-        if m is not None and m.op.name == "matmul" and tuple(n.attrs["dims"]) == (1, 0) and uses[id(src)] == 1 \
-                and all(isinstance(x, Value) and x.ndim == 2 for x in m.inputs):
-            a, b = (r.get(x) for x in m.inputs)
+        if id(n) in found:
+            a, b = (r.get(x) for x in n.inputs[0].producer.inputs)
             (bt,) = r.g.add_node(OPS["permute"], [b], {"dims": (1, 0)}, [OPS["permute"].meta(b, dims=(1, 0))])
             (at,) = r.g.add_node(OPS["permute"], [a], {"dims": (1, 0)}, [OPS["permute"].meta(a, dims=(1, 0))])
             (out,) = r.g.add_node(OPS["matmul"], [bt, at], {}, [n.outputs[0]])
             r.alias(n.outputs[0], out)
-            continue
-        r.copy(n)
+        else:
+            r.copy(n)
     return dce(r.finish())          # (the original products, now unread)
