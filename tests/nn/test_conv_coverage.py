@@ -153,9 +153,14 @@ def test_adaptive_avg_pool2d_against_torch(size):
 # ----------------------------------------------------------------------------- memory formats
 
 def _layouts(L, x):
-    """Strides and contiguity flags PyTorch defines, through the ops of a convnet, in channels_last."""
+    """Strides and contiguity flags PyTorch defines, through the ops of a convnet, in channels_last; and the
+    values (the conv starts from the same weights in both libraries)."""
     t = L.tensor(x).to(memory_format=L.channels_last).requires_grad_()
-    conv = L.nn.Conv2d(3, 4, 3, padding=1).to(memory_format=L.channels_last)
+    conv = L.nn.Conv2d(3, 4, 3, padding=1)
+    rng = np.random.default_rng(4)
+    conv.load_state_dict({"weight": L.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+                          "bias": L.tensor(rng.standard_normal(4).astype(np.float32))})
+    conv = conv.to(memory_format=L.channels_last)
     y = conv(t)
     b = L.nn.BatchNorm2d(4)(y)
     p = L.nn.functional.max_pool2d((b * 2 + 1).relu(), 2)
@@ -174,6 +179,8 @@ def test_channels_last_strides_and_results_as_torch():
     theirs = _layouts(torch, x)
     assert ours[0] == theirs[0]
     assert ours[1] == theirs[1]
+    for k, (a, b) in enumerate(zip(ours[2], theirs[2])):      # conv, batch norm, max pool, avg pool, input grad
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"value {k}")
     assert repr(tj.channels_last) == "tracejit.channels_last"
 
 
