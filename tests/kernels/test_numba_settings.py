@@ -3,10 +3,10 @@ and leaves what the user set alone; TRACEJIT_VECTOR_BITS forces each vector inst
 generated kernels compute the same numbers in each."""
 import json
 import os
-
-import pytest
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -48,6 +48,36 @@ def test_the_users_numba_settings_win():
     assert probe(NUMBA_CPU_FEATURES="+sse2")["features"] == "+sse2"
     assert probe(NUMBA_CPU_NAME="generic")["features"] == ""      # numba's own default for a generic cpu
     assert probe("numba first")["features"] is None                # its code generator exists: left alone
+
+
+# LLVM feature strings as llvmlite flattens them: an Intel AVX-512 server core and an AVX2-only core (Zen 3)
+_AVX512_HOST = ("+sse4.2,+avx,+avx2,+fma,+f16c,+vaes,+avx512f,+avx512bw,+avx512vl,+avx512fp16,+avx10.1,+evex512,"
+                "+amx-tile,+amx-bf16,+avxvnni,+fma4,-xop")
+_AVX2_HOST = "+sse4.2,+avx,+avx2,+fma,+f16c,+vaes,-avx512f,-avx512bw,-evex512,-amx-tile,-avx10.1"
+
+
+def test_every_setting_on_any_host(monkeypatch):
+    """What each TRACEJIT_VECTOR_BITS setting asks of LLVM, and what vector_info then reports, for an AVX-512 and
+    an AVX2 CPU whatever this host is (the compiled code paths: test_each_vector_instruction_set...)."""
+    from numba.core import config
+    from kernels.cpu import vector_features, vector_info
+    spr, zen3 = _AVX512_HOST, _AVX2_HOST
+    assert vector_features(spr, "auto", "sapphirerapids") == spr + ",-prefer-256-bit"
+    assert vector_features(spr, "auto", "skylake-avx512") == spr            # LLVM's choice (256-bit) kept
+    assert vector_features(spr, "512", "skylake-avx512") == spr + ",-prefer-256-bit"
+    assert vector_features(zen3, "512", "znver3") == zen3 == vector_features(zen3, "auto", "znver3")
+    on = lambda f: {x[1:] for x in f.split(",") if x.startswith("+")}      # noqa: E731
+    assert on(vector_features(spr, "256")) == {"sse4.2", "avx", "avx2", "fma", "f16c", "vaes", "avxvnni", "fma4"}
+    assert on(vector_features(spr, "128")) == on(vector_features(zen3, "128")) == {"sse4.2"}
+    assert vector_features(zen3, "256") == zen3
+    cases = [("sapphirerapids", spr, "auto", "AVX-512", 512), ("skylake-avx512", spr, "auto", "AVX-512", 256),
+             ("skylake-avx512", spr, "512", "AVX-512", 512), ("znver4", spr, "auto", "AVX-512", 512),
+             ("sapphirerapids", spr, "256", "AVX2", 256), ("sapphirerapids", spr, "128", "SSE4.2", 128),
+             ("znver3", zen3, "auto", "AVX2", 256), ("znver3", zen3, "128", "SSE4.2", 128)]
+    for cpu, feats, bits, isa, width in cases:
+        monkeypatch.setattr(config, "CPU_NAME", cpu)
+        monkeypatch.setattr(config, "CPU_FEATURES", vector_features(feats, bits, cpu))
+        assert vector_info() == {"llvm_cpu": cpu, "isa": isa, "vector_bits": width}, (cpu, bits)
 
 
 def test_openmp_workers_spin_briefly_unless_the_user_chose():
