@@ -129,11 +129,13 @@ def test_traced_batch_norm_relu_is_one_row_kernel_each_way():
     assert len(rows) == 2 and not [n for n in g.nodes if n.op.name in ("batch_norm", "mean", "var", "sum")]
 
 
-torch = pytest.importorskip("torch")
+@pytest.fixture
+def torch():       # a fixture, not a module-level importorskip: without torch only these tests skip
+    return pytest.importorskip("torch")
 
 
 @pytest.mark.parametrize("training", [True, False])
-def test_functional_against_torch_with_inplace_relu(training):
+def test_functional_against_torch_with_inplace_relu(training, torch):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
     w, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
@@ -152,7 +154,7 @@ def test_functional_against_torch_with_inplace_relu(training):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
-def test_errors_as_torch():
+def test_errors_as_torch(torch):
     x = tj.randn(4, 3, 2)
     with pytest.raises(RuntimeError, match="running_mean should contain 3 elements not 4"):
         F.batch_norm(x, tj.zeros(4), tj.ones(4), training=False)
