@@ -58,8 +58,9 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, cols):
     """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 in the padding:
     each output row is a run of zeros, a (strided) copy of one input row, zeros. Flat unsigned offsets as in
     col2im. 1.4-1.8x faster than numpy's strided copy out of a padded copy of x, which it replaced (minimum of
-    30 calls, one thread: [144, 64, 16, 16] columns 1.38 -> 0.89 ms, [288, 64, 8, 8] 1.26 -> 0.69, [576, 64, 4, 4]
-    1.15 -> 0.70, stride 2 [144, 64, 8, 8] 0.57 -> 0.35-0.45)."""
+    30 calls, one thread, on an AMD EPYC (LLVM host znver3, AVX2) shared and under load: [144, 64, 16, 16] columns
+    1.38 -> 0.89 ms, [288, 64, 8, 8] 1.26 -> 0.69, [576, 64, 4, 4] 1.15 -> 0.70, stride 2 [144, 64, 8, 8] 0.57 ->
+    0.35-0.45)."""
     N, C, H, W = x.shape
     OH, OW = cols.shape[2], cols.shape[3]
     src = x.reshape(-1)
