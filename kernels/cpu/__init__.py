@@ -142,14 +142,15 @@ def _recovering_numba_cache():
     A cache folder that cannot be written but holds the module's kernels (a read-only install or shared cache) is
     read: numba's own locators skip any folder they cannot write, so every process compiled everything again.
     Installed once per process, on numba's classes: the runtime helpers here, the generated kernels (whose data
-    files tracejit.backends.diskcache also checksums) and any other numba cache in the process."""
+    files tracejit.backends.diskcache also checksums, and whose cache it loads through Cache._load_overload, the
+    method wrapped here) and any other numba cache in the process."""
     from numba.core import caching
     F, C = caching.IndexDataCacheFile, caching.Cache
     if getattr(F, "_tj_recovering", False):
         return
     import logging
     log = logging.getLogger("tracejit")
-    load_index, load_data, load_overload, save_overload = F._load_index, F._load_data, C.load_overload, \
+    load_index, load_data, load_overload, save_overload = F._load_index, F._load_data, C._load_overload, \
         C.save_overload
 
     def discard(path, e):
@@ -237,7 +238,7 @@ def _recovering_numba_cache():
                 return None
             return cls(py_func, py_file, path)
 
-    F._load_index, F._load_data, C.load_overload, C.save_overload = _load_index, _load_data, _load_overload, \
+    F._load_index, F._load_data, C._load_overload, C.save_overload = _load_index, _load_data, _load_overload, \
         _save_overload
     caching.CacheImpl._locator_classes = [ReadOnlyCacheLocator] + list(caching.CacheImpl._locator_classes)
     F._tj_recovering = True

@@ -17,12 +17,12 @@ that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, 
 file (the format of the data files).
 
 numba itself raises (no recompile) when an index or data file is truncated or unreadable, and cannot notice
-flipped bytes inside a data file. So the dispatchers of every loaded module get a hardened cache: data files
-carry a sha256 checksum of their kernel's name and content (another kernel's valid file is refused too); a cache
-file that fails to load is dropped with one log line and the kernel recompiled; a failure to *save* the cache
-never fails the call. These events are counted in ``cache_info()["numba_cache_errors"]``. numba's caches of the
-runtime helpers (``kernels/cpu``) recover the same way (``kernels/cpu/__init__.py``), and a read-only cache
-folder is read. A cache folder that cannot be written sends new entries to a per-process folder in TMPDIR,
+flipped bytes inside a data file. So every numba cache in the process recovers (``kernels/cpu/__init__.py``, on
+numba's cache classes, installed before the first module loads): a cache file that fails to load is dropped with
+one log line and the kernel recompiled (counted in ``cache_info()["numba_cache_errors"]``); a failure to *save*
+the cache never fails the call; a read-only cache folder is read. The dispatchers of every loaded module also get
+checksummed data files: a sha256 of their kernel's name and content (a flipped byte or another kernel's valid file
+is refused too). A cache folder that cannot be written sends new entries to a per-process folder in TMPDIR,
 removed at exit; when even that cannot be written (a full disk), the kernel runs uncached.
 
 Only the standard library, numpy and numba are imported (numba lazily); nothing else from tracejit.
@@ -278,12 +278,9 @@ def load_module(source, kind="k"):
 
 
 def _recovering_numba():
-    """numba's cache, made to recover from bad files (kernels/cpu/__init__.py): installed when the runtime helpers
-    are first imported, which generated kernels import."""
-    try:
-        import kernels.cpu
-    except ImportError:
-        return
+    """numba's cache, made to recover from bad files (kernels/cpu/__init__.py, which installs it on import; the
+    generated kernels import the runtime helpers there anyway): each bad file counts in numba_cache_errors."""
+    import kernels.cpu
     if _note_cache_error not in kernels.cpu.ON_DISCARD:
         kernels.cpu.ON_DISCARD.append(_note_cache_error)
 
@@ -329,47 +326,24 @@ def _note_cache_error():
 
 
 def _harden(disp):
-    """Make a corrupt numba cache recompile instead of failing, and checksum its data files."""
+    """Checksum a generated kernel's numba data files and load its cache without numba's context refresh. (A bad
+    cache file is discarded and the kernel compiled again, and a failed save never fails the call, by the recovery
+    kernels/cpu/__init__.py installs on numba's cache classes: Cache._load_overload, which the load below calls,
+    and Cache.save_overload. Each discarded file counts in numba_cache_errors, through kernels.cpu.ON_DISCARD.)"""
     cache = getattr(disp, "_cache", None)
     cf = getattr(cache, "_cache_file", None)
     if cache is None or cf is None or getattr(cache, "_tj_hardened", False):
         return   # NullCache (cache=False) or an unknown numba layout
-    orig_load, orig_save = cache.load_overload, cache.save_overload
-    light = hasattr(cache, "_load_overload")
-
-    def load_overload(sig, target_context):
-        try:
-            if light:
-                # numba's load_overload first refreshes the target context: it imports and installs every
-                # typing and lowering registry (~0.1 s, the largest cost of a cache hit in a new process)
-                # though rebuilding a cached kernel only links machine code. Linking needs numba's runtime
-                # symbols (NRT); a later compile in this process refreshes the context as usual.
-                from numba.core.runtime import rtsys
-                rtsys.initialize(target_context)
-                return cache._load_overload(sig, target_context)
-            return orig_load(sig, target_context)
-        except Exception as e:
-            _note_cache_error()
-            log.warning("tracejit: unreadable numba cache entry for %s in %s (%s: %s): discarded, compiling the "
-                        "kernel again", cf._index_name, cf._cache_path, type(e).__name__,
-                        (str(e).strip().splitlines() or [""])[0][:120])
-            try:
-                cf._load_index()
-            except Exception:   # unreadable index: drop it so that the save after the recompile works
-                try:
-                    os.unlink(cf._index_path)
-                except OSError:
-                    pass
-            return None         # -> numba compiles, then saves a fresh entry
-
-    def save_overload(sig, data):
-        try:
-            orig_save(sig, data)
-        except Exception:       # a cache that cannot be written must never fail the computation
-            _note_cache_error()
-
-    cache.load_overload = load_overload
-    cache.save_overload = save_overload
+    if hasattr(cache, "_load_overload"):
+        def load_overload(sig, target_context):
+            # numba's load_overload first refreshes the target context: it imports and installs every typing and
+            # lowering registry (~0.1 s, the largest cost of a cache hit in a new process) though rebuilding a
+            # cached kernel only links machine code. Linking needs numba's runtime symbols (NRT); a later compile
+            # in this process refreshes the context as usual.
+            from numba.core.runtime import rtsys
+            rtsys.initialize(target_context)
+            return cache._load_overload(sig, target_context)
+        cache.load_overload = load_overload
     if all(hasattr(cf, a) for a in ("_load_data", "_save_data", "_data_path", "_dump", "_open_for_write")):
         import pickle
 
