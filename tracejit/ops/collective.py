@@ -7,9 +7,10 @@ start of each gradient bucket's all-reduce is placed where the bucket's last gra
 wait after the whole backward, and the backward's remaining kernels run while the buckets travel.
 
 Eagerly the same ops run through `apply` (tracejit.distributed's in-place collectives copy the waited result
-back into the caller's tensor). Attributes: `group` is the process group's id (0: the world), `size` its number
-of ranks where the result's shape depends on it. They are not differentiable (as torch.distributed's), never
-constant-folded or merged (kind "collective": each call is a message to the other ranks), and run on CPU tensors.
+back into the caller's tensor). Attributes: `group` is the process group's id (a process-wide counter: 0 is the
+world of the first init_process_group), `size` its number of ranks where the result's shape depends on it. They
+are not differentiable (as torch.distributed's), never constant-folded or merged (kind "collective": each call
+is a message to the other ranks), and run on CPU tensors.
 """
 from .registry import AVal, defop
 
