@@ -128,9 +128,9 @@ class TraceContext:
         return a
 
     def record(self, op, args, attrs):
-        from ..ops.registry import check_operand
+        from ..ops.registry import _SCALARS, check_operand     # (the same check as eager apply's)
         for i, a in enumerate(args):
-            if not isinstance(a, Tensor) and type(a) not in (int, float, bool):
+            if not isinstance(a, Tensor) and type(a) not in _SCALARS:
                 check_operand(op, a, i)
         vals = [self.value_of(a) for a in args]
         if op.meta is None:
