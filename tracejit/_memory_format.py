@@ -56,9 +56,8 @@ def is_contiguous_as(a, fmt):
 
 def suggest(a):
     """The format an op preserving layouts gives its result (PyTorch's suggest_memory_format)."""
-    for name in ("channels_last", "channels_last_3d"):
-        fmt = globals()[name]
-        if a.ndim == len(_ORDER[name]) and not a.flags.c_contiguous and is_contiguous_as(a, fmt):
+    for fmt in (channels_last, channels_last_3d):
+        if a.ndim == len(_ORDER[fmt.name]) and not a.flags.c_contiguous and is_contiguous_as(a, fmt):
             return fmt
     return contiguous_format
 
@@ -78,7 +77,11 @@ def as_format(a, fmt):
     return dense.transpose(np.argsort(outer))
 
 
-def like(out, a):
-    """`out` in the layout PyTorch gives an op's result for input `a` (channels_last in, channels_last out)."""
-    fmt = suggest(a)
-    return out if fmt is contiguous_format else as_format(out, fmt)
+def like(out, *inputs):
+    """`out` in the layout PyTorch gives an op's result for these inputs: that of the first one laid out in a
+    channels_last format (channels_last in, channels_last out: convolutions, pooling), else `out` as it is."""
+    for a in inputs:
+        fmt = suggest(a)
+        if fmt is not contiguous_format:
+            return as_format(out, fmt)
+    return out

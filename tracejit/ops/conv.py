@@ -10,6 +10,7 @@ Only 2-d forms are primitives: conv1d runs as conv2d over a height-1 image (see 
 import numpy as np
 
 from .. import _dtype as D
+from .._memory_format import like as _layout       # channels_last in, channels_last out
 from .registry import AVal, apply, defop, OPS
 
 
@@ -74,15 +75,6 @@ def _conv_impl(x, w, b=None, *, stride, padding, dilation, groups):
     out = conv2d_forward(_float_kernel_dtype(x), _float_kernel_dtype(w), stride, padding, dilation, groups,
                          None if b is None else _float_kernel_dtype(b))
     return _layout(out.astype(dt, copy=False), x, w)
-
-
-def _layout(out, *inputs):
-    """channels_last in, channels_last out (PyTorch's rule for convolutions and pooling)."""
-    from .._memory_format import contiguous_format, like, suggest
-    for a in inputs:
-        if suggest(a) is not contiguous_format:
-            return like(out, a)
-    return out
 
 
 def _geom(c):
