@@ -3,10 +3,8 @@ BasicBlock of widths 16/32/64, the second and third strided with a 1x1-conv down
 adds, global average pooling, a linear head), batch 64, 3x16x16 float32 images, 10 classes, cross-entropy, SGD
 with momentum.
 
-The same nn.Module code builds the model in every system (tracejit's API is PyTorch's); PyTorch's copy starts
-from tracejit's initial weights. The loss and every updated parameter and BatchNorm running statistic after
-the first step are checked equal before timing. Systems: tracejit eager, tracejit traced, torch eager,
-torch.compile (not in --quick).
+The bench is bench_cnn_step.py's (sgd_step_bench) with this model: the same systems, starting weights and
+checks before timing.
 
     python benches/bench_resnet_step.py [--quick]
 """
