@@ -17,13 +17,17 @@ def _matmul_meta(a, b):
 
 
 def _matmul_np(a, b):
-    if a.dtype != b.dtype or a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+    if a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
     if b.ndim == 2 and a.ndim > 2:
         # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
         # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
-    return np.matmul(a, b)
+    try:
+        return np.matmul(a, b)
+    except ValueError:      # batch dims that do not broadcast: the shape rule's message names them
+        _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
+        raise
 
 
 def _mT(x):
