@@ -1,4 +1,5 @@
-"""Dead code elimination: drop nodes none of whose outputs reach a graph output."""
+"""Dead code elimination: drop nodes none of whose outputs reach a graph output. Collectives stay (each is a message
+the other ranks wait for: a rank whose program returns a collective's result only on some ranks must still send)."""
 from ..ir.graph import Value
 from .rewrite import Rewriter
 
@@ -14,7 +15,7 @@ def live_nodes(g, roots=None):
 
 
 def dce(g):
-    keep, live = live_nodes(g)
+    keep, live = live_nodes(g, list(g.outputs) + [o for n in g.nodes if n.op.kind == "collective" for o in n.outputs])
     r = Rewriter(g)
     for n in g.nodes:
         if id(n) in keep:

@@ -186,6 +186,18 @@ close(sends_view(x), np.concatenate(every).reshape(-1), "traced all_gather of a 
 close(x, 2 * data(r), "updated after the start")
 assert not sends_view.graph(x0.clone()).entry.fwd_fn._donated
 
+
+# a collective whose result only rank 0 returns: every rank's program still sends it (dead code elimination keeps
+# collectives; rank 0 would wait for the others until the timeout)
+@torch.trace
+def rank0_reports(x):
+    s = x * 1
+    dist.all_reduce(s)
+    return s if r == 0 else x + 0
+
+
+close(rank0_reports(x0), sum(every) if r == 0 else data(r), "a collective's result returned on rank 0 only")
+
 text = str(torch.make_graph(f.fn, x0.clone()))
 assert text.count("all_reduce_start") == 2 and text.count("comm_wait") == 2, text
 text = str(torch.make_graph(g.fn, x0.clone()))
