@@ -3,9 +3,9 @@ program is shrunk to a minimal reproducer printed as Python.
 
 Programs mix: pointwise ops with broadcasting, integer ops (floor division, remainder, bitwise, comparisons,
 casts), reductions over every dim (one, several, all; keepdim; argmax), views (transpose, permute, slices with
-steps, select, narrow, unsqueeze, expand, t), in-place ops on views (of detached copies: in-place updates of views
-of tensors that require grad are refused inside traces, a documented difference), contiguous/view/reshape after
-layout changes, indexing (index tensors, index_select, gather, where) and matmul (batched, transposed).
+steps, select, narrow, unsqueeze, expand, t), in-place ops on views (of detached copies only: views of values that
+require grad are not updated in place here), contiguous/view/reshape after layout changes, indexing (index
+tensors, index_select, gather, where) and matmul (batched, transposed).
 
     python benches/fuzz.py --n 5000                 # long run (README); --seed S to start elsewhere
     python benches/fuzz.py --n 200 --backend numba  # what CI runs a slice of (tests/tracing/test_fuzz.py)
