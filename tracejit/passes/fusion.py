@@ -190,8 +190,12 @@ class Units:
             a, b = b, a
         lo, hi = rank[a], rank[b]
         # fwd: reachable from a, ranked below b; bwd: reaching b, ranked above a. A cycle iff they meet.
-        fwd = {s for s in out[a] if rank[s] < hi}
-        bwd = {p for p in inn[b] if rank[p] > lo}
+        # Neighbours in the list have no unit between them: nothing to search (a chain growing one node at a
+        # time; the filters below would read all of a big group's edges at every merge)
+        fwd, bwd = set(), set()
+        if self.nxt[a] != b:
+            fwd = {s for s in out[a] if rank[s] < hi}
+            bwd = {p for p in inn[b] if rank[p] > lo}
         if not fwd.isdisjoint(bwd):
             return None
         fstack, bstack = list(fwd), list(bwd)
