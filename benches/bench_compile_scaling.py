@@ -27,7 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("TRACEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="tj-scaling-"))
+# a fresh cache folder even when TRACEJIT_CACHE_DIR is set: the numba column is a compilation, not a cache read
+os.environ["TRACEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tj-scaling-")
 import harness as H  # noqa: E402  (thread pinning, the repository on sys.path, the CPU's name)
 
 import numpy as np  # noqa: E402
