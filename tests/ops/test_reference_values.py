@@ -328,7 +328,7 @@ CASES["scaled_dot_product_attention"] = (
 
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
-    "add": "add", "contiguous": "contiguous", "check_classes": "one_hot", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
+    "check_classes": "one_hot", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
@@ -366,7 +366,7 @@ def test_float32_within_float32_rounding(name):
     got = fn(*[tj.tensor(np.asarray(a, np.float32)) for a in inputs])
     assert got.dtype == tj.float32
     want = ref(*[np.asarray(a, np.float32).astype(np.float64) for a in inputs])
-    np.testing.assert_allclose(got.numpy(), want, rtol=4e-7 * 8, atol=1e-7)
+    np.testing.assert_allclose(got.numpy(), want, rtol=3e-6, atol=1e-7)   # 25-50 float32 ulp (vmath's own tests: <= 2.5)
 
 
 def test_random_ops():
