@@ -1,6 +1,7 @@
 """Every collective against a numpy reference computed from all ranks' (deterministic) inputs; run by
 tests/distributed/test_c10d.py under mpiexec -n 2 and -n 3. Prints `OK <rank>` at the end."""
 import datetime
+import sys
 import warnings
 
 import numpy as np
@@ -207,4 +208,5 @@ for name in ("broadcast_start", "all_gather_start", "reduce_scatter_start"):
 dist.barrier()
 dist.destroy_process_group()
 assert not dist.is_initialized()
-print("OK", r, flush=True)
+sys.stdout.write(f"OK {r}\n")   # one write: pieces from several ranks must not interleave
+sys.stdout.flush()

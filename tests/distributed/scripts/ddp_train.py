@@ -126,4 +126,5 @@ except RuntimeError as e:
 
 dist.barrier()
 dist.destroy_process_group()
-print("OK", r, flush=True)
+sys.stdout.write(f"OK {r}\n")   # one write: pieces from several ranks must not interleave
+sys.stdout.flush()
