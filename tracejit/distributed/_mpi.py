@@ -163,20 +163,25 @@ def install_abort_hook():
     prev = sys.excepthook
 
     def hook(tp, value, tb):
+        # One write, then a moment before MPI_Abort: mpiexec forwards each rank's stderr through its own process,
+        # and the abort tears that down; a traceback written piece by piece (PYTHONUNBUFFERED) lost its last lines.
+        size = MPI.COMM_WORLD.Get_size()
         try:
-            prev(tp, value, tb)
-        except Exception:
-            traceback.print_exception(tp, value, tb)
-        try:
-            rank = MPI.COMM_WORLD.Get_rank()
-            size = MPI.COMM_WORLD.Get_size()
+            if prev is sys.__excepthook__:
+                text = "".join(traceback.format_exception(tp, value, tb))
+            else:
+                prev(tp, value, tb)
+                text = ""
             if size > 1:
-                sys.stderr.write(f"tracejit.distributed: rank {rank} raised {tp.__name__}; aborting all {size} "
-                                 f"ranks (MPI_Abort)\n")
+                text += (f"tracejit.distributed: rank {MPI.COMM_WORLD.Get_rank()} raised {tp.__name__}; aborting all "
+                         f"{size} ranks (MPI_Abort)\n")
             sys.stdout.flush()
+            sys.stderr.write(text)
             sys.stderr.flush()
+            if size > 1:
+                time.sleep(0.5)
         finally:
-            if MPI.COMM_WORLD.Get_size() > 1:
+            if size > 1:
                 MPI.COMM_WORLD.Abort(1)
 
     _hook["prev"] = prev
