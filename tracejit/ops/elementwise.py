@@ -9,7 +9,7 @@ import types
 import numpy as np
 
 from .. import _dtype as D
-from .registry import AVal, aval_of, broadcast_shapes, defop, apply, OPS as OPS_
+from .registry import AVal, aval_of, broadcast_shapes, defop, apply
 
 np.seterr(all="ignore")  # PyTorch does not warn on inf/nan results; neither do we
 
@@ -191,8 +191,8 @@ _ZERO = {d.np: d.np.type(0) for d in D.ALL}   # a zero of each dtype (x.dtype.ty
 
 
 UNARY = [
-    # name, numpy fn, vjp, scalar expr, dtype rule, saves
-    ("neg", np.negative, _g(lambda c, g: -g), "(-{0})", "same", ""),
+    # name, numpy fn, vjp, scalar expr, dtype rule, saves[, traits]
+    ("neg", np.negative, _g(lambda c, g: -g), "(-{0})", "same", "", {"involution": True}),
     ("positive", _pos, _g(lambda c, g: g), "{0}", "same", ""),
     ("abs", np.abs, _g(lambda c, g: g * sign(_x(c))), "abs({0})", "same", "i"),
     ("exp", np.exp, _g(lambda c, g: g * c.out), "exp({0})", "float", "o"),
@@ -200,7 +200,8 @@ UNARY = [
     ("log", np.log, _g(lambda c, g: g / _x(c)), "log({0})", "float", "i"),
     ("log2", np.log2, _g(lambda c, g: g / (_x(c) * math.log(2.0))), "log2({0})", "float", "i"),
     ("log10", np.log10, _g(lambda c, g: g / (_x(c) * math.log(10.0))), "log10({0})", "float", "i"),
-    ("log1p", np.log1p, _g(lambda c, g: g / (_x(c) + 1)), "log1p({0})", "float", "i"),
+    ("log1p", np.log1p, _g(lambda c, g: g / (_x(c) + 1)), "log1p({0})", "float", "i",
+     {"grad_name": "Log1PBackward0"}),
     ("expm1", np.expm1, _g(lambda c, g: g * (c.out + 1)), "expm1({0})", "float", "o"),
     ("sqrt", np.sqrt, _g(lambda c, g: g / (2 * c.out)), "sqrt({0})", "float", "o"),
     ("rsqrt", lambda x: 1 / np.sqrt(x), _g(lambda c, g: -0.5 * g * c.out * c.out * c.out), "(1.0 / sqrt({0}))",
@@ -221,28 +222,28 @@ UNARY = [
      "i"),
     ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
     ("sign", _sign_np, _g(lambda c, g: g * 0), "sign({0})", "same", ""),
-    ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", ""),
-    ("ceil", np.ceil, _g(lambda c, g: g * 0), "ceil({0})", "same", ""),
-    ("trunc", np.trunc, _g(lambda c, g: g * 0), "trunc({0})", "same", ""),
+    ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", "", {"int_identity": True}),
+    ("ceil", np.ceil, _g(lambda c, g: g * 0), "ceil({0})", "same", "", {"int_identity": True}),
+    ("trunc", np.trunc, _g(lambda c, g: g * 0), "trunc({0})", "same", "", {"int_identity": True}),
     ("frac", lambda x: x - np.trunc(x), _g(lambda c, g: g), "({0} - trunc({0}))", "same", ""),
     ("silu", lambda x: x * _sigmoid_np(x),
      _g(lambda c, g: g * sigmoid(_x(c)) * (1 + _x(c) * (1 - sigmoid(_x(c))))), "({0} * sigmoid({0}))", "float", "i"),
-    ("logical_not", np.logical_not, None, "(not {0})", "bool", ""),
+    ("logical_not", np.logical_not, None, "(not {0})", "bool", "", {"bool_operands": True}),
     ("isnan", np.isnan, None, "isnan({0})", "bool", ""),
     ("isinf", np.isinf, None, "isinf({0})", "bool", ""),
     ("isfinite", np.isfinite, None, "isfinite({0})", "bool", ""),
-    ("bitwise_not", np.invert, None, "(~{0})", "same", ""),
+    ("bitwise_not", np.invert, None, "(~{0})", "same", "", {"fusible": False}),
 ]
 
-for _name, _fn, _vjp, _expr, _rule, _saves in UNARY:
-    pointwise(_name, _fn, _vjp, _expr, _rule, _saves)
+for _row in UNARY:
+    pointwise(*_row[:6], **(_row[6] if len(_row) > 6 else {}))
 
 
 def _round_np(x, decimals=0):
     return np.round(x, decimals) if decimals else np.round(x)
 
 
-pointwise("round", _round_np, _g(lambda c, g: g * 0), "round_({0}, {decimals})", "same", "")
+pointwise("round", _round_np, _g(lambda c, g: g * 0), "round_({0}, {decimals})", "same", "", int_identity=True)
 pointwise("gelu", _gelu_np, _g(_gelu_vjp), "gelu_{approximate}({0})", "float", "i")
 pointwise("softplus", _softplus_np,
           _g(lambda c, g: g * where(_x(c) * c.attrs["beta"] > c.attrs["threshold"], 1.0,
@@ -256,9 +257,11 @@ pointwise("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.
           "({0} if {0} > 0 else {0} * {negative_slope})", "float", "i")
 pointwise("clamp", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
           _g(lambda c, g: g * _in_range(_x(c), c.attrs["min"], c.attrs["max"])),
-          "clamp({0}, {min}, {max})", "same", "i")
+          "clamp({0}, {min}, {max})", "same", "i",
+          grad_name="ClampBackward1")      # bounds are Python numbers here (PyTorch's clamp.Scalar)
 defop("cast", lambda x, dtype: x.astype(dtype.np), lambda x, dtype: AVal(aval_of(x).shape, dtype), _g(lambda c, g: g),
-      kind="elementwise", expr="cast({0}, {dtype})", saves="", dtype_rule="same", grad_name="ToCopyBackward0")
+      kind="elementwise", expr="cast({0}, {dtype})", saves="", dtype_rule="same", grad_name="ToCopyBackward0",
+      passthrough=True, noop=lambda attrs, out: True)
 
 
 def _in_range(x, lo, hi):
@@ -339,38 +342,11 @@ def _atan2_vjp(c, g):
     return g * b / d, -g * a / d
 
 
-BINARY = [
-    ("add", np.add, lambda c, g: (g, g), "({0} + {1})", "promote", ""),
-    ("sub", np.subtract, lambda c, g: (g, -g), "({0} - {1})", "promote", ""),
-    ("mul", np.multiply, _mul_vjp, "({0} * {1})", "promote", "i"),
-    ("div", np.true_divide, _div_vjp, "({0} / {1})", "float", "i"),
-    ("pow", np.power, _pow_vjp, "pow_({0}, {1})", "promote", "io"),
-    ("maximum", np.maximum, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "maximum({0}, {1})", "promote", "i"),
-    ("minimum", np.minimum, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "minimum({0}, {1})", "promote", "i"),
-    ("fmax", np.fmax, lambda c, g: _fmax_vjp(c, g, lambda x, y: x >= y), "fmax({0}, {1})", "promote", "i"),
-    ("fmin", np.fmin, lambda c, g: _fmax_vjp(c, g, lambda x, y: x <= y), "fmin({0}, {1})", "promote", "i"),
-    ("remainder", _int_div(np.remainder), lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})",
-     "promote", "i"),
-    ("fmod", _int_div(np.fmod), lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i"),
-    # PyTorch: zero gradients for div(rounding_mode="floor") (floor_divide itself raises in backward)
-    ("floor_divide", _int_div(np.floor_divide), lambda c, g: (g * 0, g * 0), "floor_divide({0}, {1})", "promote", ""),
-    ("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})", "float", "i"),
-    ("eq", np.equal, None, "({0} == {1})", "bool", ""),
-    ("ne", np.not_equal, None, "({0} != {1})", "bool", ""),
-    ("lt", np.less, None, "({0} < {1})", "bool", ""),
-    ("le", np.less_equal, None, "({0} <= {1})", "bool", ""),
-    ("gt", np.greater, None, "({0} > {1})", "bool", ""),
-    ("ge", np.greater_equal, None, "({0} >= {1})", "bool", ""),
-    ("logical_and", np.logical_and, None, "({0} and {1})", "bool", ""),
-    ("logical_or", np.logical_or, None, "({0} or {1})", "bool", ""),
-    ("logical_xor", np.logical_xor, None, "({0} != {1})", "bool", ""),
-    ("bitwise_and", np.bitwise_and, None, "({0} & {1})", "promote", ""),
-    ("bitwise_or", np.bitwise_or, None, "({0} | {1})", "promote", ""),
-    ("bitwise_xor", np.bitwise_xor, None, "({0} ^ {1})", "promote", ""),
-]
-
-for _name, _fn, _vjp, _expr, _rule, _saves in BINARY:
-    pointwise(_name, _fn, _vjp, _expr, _rule, _saves)
+# PyTorch's node names where they are not the op's name in CamelCase, and its edges: pow(x, 2) and lerp(a, b, 0.5)
+# take a Python scalar as a Scalar argument (no edge: `scalar_edges=False`), where x * 2 wraps it as a tensor (an
+# edge (None, 0))
+def _pow_grad_name(attrs, args):
+    return "PowBackward2" if _is_scalar(args[0]) else "PowBackward0" if _is_scalar(args[1]) else "PowBackward1"
 
 
 def _reads_other(i, args):
@@ -378,7 +354,41 @@ def _reads_other(i, args):
     return getattr(args[1 - i], "_requires_grad", False)
 
 
-OPS_["mul"].reads = _reads_other
+BINARY = [
+    ("add", np.add, lambda c, g: (g, g), "({0} + {1})", "promote", "", {"unit": 0, "commutative": True}),
+    ("sub", np.subtract, lambda c, g: (g, -g), "({0} - {1})", "promote", "", {"unit": 0}),
+    ("mul", np.multiply, _mul_vjp, "({0} * {1})", "promote", "i", {"unit": 1, "commutative": True, "reads": _reads_other}),
+    ("div", np.true_divide, _div_vjp, "({0} / {1})", "float", "i", {"unit": 1}),
+    ("pow", np.power, _pow_vjp, "pow_({0}, {1})", "promote", "io", {"unit": 1, "literal_exponent": True,
+                                                                "grad_name": _pow_grad_name, "scalar_edges": False}),
+    ("maximum", np.maximum, lambda c, g: _max_vjp(c, g, lambda x, y: x < y), "maximum({0}, {1})", "promote", "i"),
+    ("minimum", np.minimum, lambda c, g: _max_vjp(c, g, lambda x, y: x > y), "minimum({0}, {1})", "promote", "i"),
+    ("fmax", np.fmax, lambda c, g: _fmax_vjp(c, g, lambda x, y: x >= y), "fmax({0}, {1})", "promote", "i"),
+    ("fmin", np.fmin, lambda c, g: _fmax_vjp(c, g, lambda x, y: x <= y), "fmin({0}, {1})", "promote", "i"),
+    ("remainder", _int_div(np.remainder), lambda c, g: (g, -g * floor_divide(*c.inputs)), "remainder({0}, {1})",
+     "promote", "i", {"int_div_raises": True}),
+    ("fmod", _int_div(np.fmod), lambda c, g: (g, -g * trunc(div(*c.inputs))), "fmod({0}, {1})", "promote", "i",
+     {"int_div_raises": True}),
+    # PyTorch: zero gradients for div(rounding_mode="floor") (floor_divide itself raises in backward)
+    ("floor_divide", _int_div(np.floor_divide), lambda c, g: (g * 0, g * 0), "floor_divide({0}, {1})", "promote", "",
+     {"int_div_raises": True}),
+    ("atan2", np.arctan2, _atan2_vjp, "atan2({0}, {1})", "float", "i"),
+    ("eq", np.equal, None, "({0} == {1})", "bool", ""),
+    ("ne", np.not_equal, None, "({0} != {1})", "bool", ""),
+    ("lt", np.less, None, "({0} < {1})", "bool", ""),
+    ("le", np.less_equal, None, "({0} <= {1})", "bool", ""),
+    ("gt", np.greater, None, "({0} > {1})", "bool", ""),
+    ("ge", np.greater_equal, None, "({0} >= {1})", "bool", ""),
+    ("logical_and", np.logical_and, None, "({0} and {1})", "bool", "", {"bool_operands": True}),
+    ("logical_or", np.logical_or, None, "({0} or {1})", "bool", "", {"bool_operands": True}),
+    ("logical_xor", np.logical_xor, None, "({0} != {1})", "bool", "", {"bool_operands": True}),
+    ("bitwise_and", np.bitwise_and, None, "({0} & {1})", "promote", "", {"fusible": False}),
+    ("bitwise_or", np.bitwise_or, None, "({0} | {1})", "promote", "", {"fusible": False}),
+    ("bitwise_xor", np.bitwise_xor, None, "({0} ^ {1})", "promote", "", {"fusible": False}),
+]
+
+for _row in BINARY:
+    pointwise(*_row[:6], **(_row[6] if len(_row) > 6 else {}))
 
 # comparisons of floats: "bool" rule compares in the promoted dtype, yields bool
 
@@ -399,8 +409,8 @@ def _where_meta(cond, a, b):
 defop("where", _where_impl, _where_meta,
       lambda c, g: (None, where(c.inputs[0], g, 0.0) if _needs(c, 1) else None,
                     where(c.inputs[0], 0.0, g) if _needs(c, 2) else None),
-      kind="elementwise", expr="({1} if {0} else {2})", saves="i", dtype_rule="where")
-OPS_["where"].reads = lambda i, args: i == 0  # only the condition
+      kind="elementwise", expr="({1} if {0} else {2})", saves="i", dtype_rule="where",
+      reads=lambda i, args: i == 0)  # only the condition
 
 
 def _lerp_vjp(c, g):
@@ -414,17 +424,9 @@ def _lerp_meta(s, e, w):
 
 
 defop("lerp", lambda s, e, w: (s + w * (e - s)).astype(s.dtype, copy=False), _lerp_meta, _lerp_vjp,
-      kind="elementwise", expr="({0} + {2} * ({1} - {0}))", saves="i")
+      kind="elementwise", expr="({0} + {2} * ({1} - {0}))", saves="i", scalar_edges=False)
 
 
-# PyTorch's node names where they are not the op's name in CamelCase, and its edges: pow(x, 2) and lerp(a, b, 0.5)
-# take a Python scalar as a Scalar argument (no edge), where x * 2 wraps it as a tensor (an edge (None, 0))
-OPS_["pow"].grad_name = lambda attrs, args: ("PowBackward2" if _is_scalar(args[0]) else
-                                             "PowBackward0" if _is_scalar(args[1]) else "PowBackward1")
-OPS_["pow"].scalar_edges = False
-OPS_["lerp"].scalar_edges = False
-OPS_["log1p"].grad_name = "Log1PBackward0"
-OPS_["clamp"].grad_name = "ClampBackward1"      # bounds are Python numbers here (PyTorch's clamp.Scalar)
 
 
 # ----------------------------------------------------------------------------- public functions

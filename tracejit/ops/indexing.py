@@ -74,11 +74,14 @@ def _slice_grad_name(attrs, args=None):
     return last or "AliasBackward0"
 
 
-defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name=_slice_grad_name)
-defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0")
+# the indexing VJPs read only the index tensors: later in-place changes of the data do not matter
+defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name=_slice_grad_name,
+      reads=lambda i, args: i >= 1)
+defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0",
+      reads=lambda i, args: i >= 1, host_indices=True)
 defop("index_backward", _index_backward_np, lambda g, *idx, shape, spec: AVal(shape, g.dtype),
       lambda c, g: (apply(OPS["index"], g, *c.inputs[1:], spec=c.attrs["spec"]),) + (None,) * (len(c.inputs) - 1),
-      kind="index", saves="i")
+      kind="index", saves="i", reads=lambda i, args: i >= 1, host_indices=True)
 
 
 def _index_put_np(x, v, *idx, spec, accumulate):
@@ -103,11 +106,7 @@ def _index_put_vjp(c, g):
 
 
 defop("index_put", _index_put_np, lambda x, v, *idx, spec, accumulate: AVal(x.shape, x.dtype), _index_put_vjp,
-      kind="index", saves="i", grad_name="IndexPutBackward0")
-# the indexing VJPs read only the index tensors: later in-place changes of the data do not matter
-for _n in ("slice", "index", "index_backward"):
-    OPS[_n].reads = lambda i, args: i >= 1
-OPS["index_put"].reads = lambda i, args: i >= 2
+      kind="index", saves="i", grad_name="IndexPutBackward0", reads=lambda i, args: i >= 2, host_indices=True)
 
 
 # ----------------------------------------------------------------------------- index normalization
@@ -331,8 +330,7 @@ def _gather_vjp(c, g):
     return (scatter_add(zeros(c.shapes[0], dtype=g.dtype, device=g.device), c.attrs["dim"], index, g), None)
 
 
-defop("gather", _gather_np, _gather_meta, _gather_vjp, kind="index", saves="i")
-OPS["gather"].reads = lambda i, args: i == 1
+defop("gather", _gather_np, _gather_meta, _gather_vjp, kind="index", saves="i", reads=lambda i, args: i == 1)
 
 
 def _src_region(src, index):
@@ -385,8 +383,7 @@ def _scatter_meta(x, index, src, dim, reduce=None):
     return AVal(x.shape, x.dtype)
 
 
-defop("scatter", _scatter_np, _scatter_meta, _scatter_vjp, kind="index", saves="i")
-OPS["scatter"].reads = lambda i, args: i == 1
+defop("scatter", _scatter_np, _scatter_meta, _scatter_vjp, kind="index", saves="i", reads=lambda i, args: i == 1)
 
 
 def gather(input, dim, index, *, sparse_grad=False):

@@ -51,8 +51,8 @@ def _matmul_vjp(c, g):
     return ga, gb  # the engine sums broadcast batch dims back
 
 
-defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i", grad_name="MmBackward0")
-OPS["matmul"].reads = lambda i, args: args[1 - i]._requires_grad  # a @ b reads a only for b's gradient
+defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i", grad_name="MmBackward0",
+      reads=lambda i, args: args[1 - i]._requires_grad)  # a @ b reads a only for b's gradient
 
 
 def matmul(input, other):

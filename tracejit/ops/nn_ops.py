@@ -32,8 +32,9 @@ def _log_softmax_vjp(c, g):
 
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
-defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o")
-defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o")
+defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"}, row_exp=True)
+defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"},
+      row_exp=True)
 
 
 # ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
@@ -111,11 +112,11 @@ def _nll_coef_vjp(c, h):
     return (gg.sum() if len(c.shapes[0]) == 0 else gg,) + (None,) * (len(c.inputs) - 1)
 
 
-defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, saves="i", kind="other", grad_name="NllLossBackward0")
+# their VJPs read the targets and weights, not the log-probabilities
+defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, saves="i", kind="other", grad_name="NllLossBackward0",
+      reads=lambda i, args: i >= 1)
 defop("nll_loss_coef", _nll_coef_np, lambda g, target, weight=None, ignore_index=-100, reduction="mean":
-      AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other")
-OPS["nll_loss"].reads = lambda i, args: i >= 1          # the targets and weights, not the log-probabilities
-OPS["nll_loss_coef"].reads = lambda i, args: i >= 1
+      AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other", reads=lambda i, args: i >= 1)
 
 
 def _bce_np(x, t):
@@ -276,10 +277,9 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
     return (gx, gw, gb, grm, grv)[:len(c.inputs)]
 
 
+# saved_outputs: the statistics, not y (an in-place ReLU after it is no error)
 defop("batch_norm", _bn_np, _bn_meta, _bn_vjp, nout=3, saves="io", kind="other",
-      grad_name="NativeBatchNormBackward0")
-OPS["batch_norm"].decompose = _bn_decompose
-OPS["batch_norm"].saved_outputs = (1, 2)      # the statistics, not y (an in-place ReLU after it is no error)
+      grad_name="NativeBatchNormBackward0", decompose=_bn_decompose, saved_outputs=(1, 2))
 
 
 def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):

@@ -107,13 +107,16 @@ def _red_grad_name(full, partial):
 
 
 _SUM = defop("sum", _np_sum, _red_meta(_sum_dtype), lambda c, g: (_expand_back(g, c),), kind="reduction", saves="",
-             grad_name=_red_grad_name("SumBackward0", "SumBackward1"))
+             grad_name=_red_grad_name("SumBackward0", "SumBackward1"), row_reduce={"dims", "keepdim", "dtype"})
 defop("mean", _np_mean, _red_meta(_float_dtype), lambda c, g: (_expand_back(g, c) / _count(c),), kind="reduction",
-      saves="", grad_name=_red_grad_name("MeanBackward0", "MeanBackward1"))
+      saves="", grad_name=_red_grad_name("MeanBackward0", "MeanBackward1"),
+      row_reduce={"dims", "keepdim", "dtype"})
 defop("amax", lambda x, dims, keepdim: np.amax(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name=_red_grad_name("MaxBackward1", "AmaxBackward0"))   # x.max(): Max
+      kind="reduction", saves="io", grad_name=_red_grad_name("MaxBackward1", "AmaxBackward0"),   # x.max(): Max
+      row_reduce={"dims", "keepdim"})
 defop("amin", lambda x, dims, keepdim: np.amin(x, axis=dims, keepdims=keepdim), _red_meta(_same), _minmax_vjp,
-      kind="reduction", saves="io", grad_name=_red_grad_name("MinBackward1", "AminBackward0"))
+      kind="reduction", saves="io", grad_name=_red_grad_name("MinBackward1", "AminBackward0"),
+      row_reduce={"dims", "keepdim"})
 defop("all", lambda x, dims, keepdim: np.all(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
       kind="reduction")
 defop("any", lambda x, dims, keepdim: np.any(x, axis=dims, keepdims=keepdim), _red_meta(_bool), None,
@@ -172,7 +175,8 @@ def _std_vjp(c, g):
     return (_expand_back(gs, c) * (x - m) / (n - c.attrs["correction"]),)
 
 
-defop("var", _var_np, _red_meta(_var_dtype), _var_vjp, kind="reduction", saves="i")
+defop("var", _var_np, _red_meta(_var_dtype), _var_vjp, kind="reduction", saves="i",
+      row_reduce={"dims", "keepdim", "correction"})
 defop("std", lambda x, dims, keepdim, correction: np.sqrt(_var_np(x, dims, keepdim, correction)),
       _red_meta(_var_dtype), _std_vjp, kind="reduction", saves="io")
 
@@ -188,7 +192,7 @@ def _lse_np(x, dims, keepdim):
 
 defop("logsumexp", _lse_np, _red_meta(_float_dtype),
       lambda c, g: (_expand_back(g, c) * exp(c.inputs[0] - _expand_back(c.out, c)),),
-      kind="reduction", saves="io")
+      kind="reduction", saves="io", row_reduce={"dims", "keepdim"}, row_exp=True)
 
 
 def _vnorm_np(x, dims, keepdim, ord):

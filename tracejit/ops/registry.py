@@ -10,6 +10,43 @@ An `Op` holds
 `apply(op, *args, **attrs)` is the single dispatch point: eager run or tracer recording, then autograd
 recording. The engine sums broadcast gradients back to input shapes and casts them to input dtypes, so
 VJP rules never repeat that.
+
+Traits: facts about an op that passes and backends ask for, given as keywords of `defop` (never patched onto an
+entry later, never kept as a set of op names in `passes/` or `backends/`). Each has a default, so an op sets only
+the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
+
+  reads(i, args) -> bool   which saved inputs the VJP reads the values of (only those are version-checked: an
+                           in-place change of an input the rule does not read is no error, as in PyTorch);
+                           None: all of them
+  fusible                  False: an elementwise op with a template that no code generator handles yet (bitwise
+                           ops); it stays a node of its own
+  broadcasts               a shape op a fused loop absorbs by reading its input with broadcast strides (expand)
+  passthrough              its scalar code is its first operand, converted to the output dtype (cast, expand)
+  int_identity             the identity on integer inputs (floor, ceil, trunc, round)
+  bool_operands            its operands are converted to bool and it computes in bool (logical_and/or/xor/not)
+  literal_exponent         a Python number operand stays a literal of the generated code, never a kernel argument
+                           (pow: `x ** 2.0` with the exponent an argument is a libm pow per element)
+  int_div_raises           on integers it divides and raises on a zero divisor (floor_divide, remainder, fmod)
+  unit                     u with `x op u == x` (mul: 1, add: 0, sub: 0, div: 1, pow: 1); None: no such unit
+  commutative              `a op b == b op a` (so a unit on the left is one too)
+  involution               `op(op(x)) == x` (neg)
+  noop(attrs, out) -> bool its output is its input whenever shape and dtype do not change and this holds
+                           (reshape, view, cast, contiguous, expand always; permute when its dims are in order)
+  reshapes                 its output is its input's elements, in C order, under a new shape (reshape, view): a
+                           chain of them is one reshape
+  row_reduce               the attributes with which a row kernel can compute this reduction (sum, mean, amax,
+                           amin, var, logsumexp, softmax, log_softmax); None: it is no row reduction
+  row_exp                  a row reduction computed from exp(x - row max) (logsumexp, softmax, log_softmax)
+  host_indices             its index operands may be host numpy arrays (a tensor index made from a Python list)
+  saved_outputs            the output indices the VJP reads (saves="o"): only those are kept and version-checked
+  scalar_edges             False: a Python number operand is no edge of its grad_fn (pow, lerp: PyTorch's Scalar)
+  makes_contiguous         its output is row-major whatever its operand's strides (contiguous; clone keeps its
+                           operand's layout, order="K"): the tracer's layout model does not carry the dim order over
+  decompose                the op computed with other registry ops (same arguments as impl, on tensors): a backend
+                           that fuses those (row kernels) lowers the op by it after autodiff (passes/decompose.py)
+
+Adding an elementwise op with a scalar template (`expr`) needs one entry: eager mode runs `impl`, the CPU and
+CUDA code generators inline `expr` (its helpers come from the backends' scalar runtimes).
 """
 import numpy as np
 
@@ -19,23 +56,24 @@ from .._tensor import Tensor
 from ..autograd.graph import record
 
 
+# the traits (see the module docstring) and their defaults
+TRAITS = {"reads": None, "fusible": True, "broadcasts": False, "passthrough": False, "int_identity": False,
+          "bool_operands": False, "literal_exponent": False, "int_div_raises": False, "unit": None,
+          "commutative": False, "involution": False, "noop": None, "reshapes": False, "row_reduce": None,
+          "row_exp": False, "host_indices": False, "saved_outputs": None, "decompose": None,
+          "makes_contiguous": False, "scalar_edges": True}
+
+
 class Op:
     __slots__ = ("name", "kind", "impl", "meta", "vjp", "expr", "nout", "saves", "view", "random",
                  "data_dependent", "grad_name", "dtype_rule", "__dict__")
-    # optional (i, args) -> bool, set after defop: which saved inputs the VJP reads the values of (only those
-    # are version-checked, so an in-place change of an input the rule does not read is no error, as in PyTorch)
-    reads = None
-    # optional tuple of the output indices the VJP reads (saves="o"): only those are kept and version-checked
-    saved_outputs = None
-    # optional rule (same arguments as impl, on tensors) computing the op with other registry ops: a backend
-    # that fuses those (row kernels) lowers the op by it after autodiff (passes/decompose.py)
-    decompose = None
-    # True for an elementwise op whose result is row-major whatever its operand's strides (contiguous):
-    # the tracer's layout model (tracing/layout.py) does not carry the operand's dim order over to it
-    makes_contiguous = False
 
     def __init__(self, name, impl, meta, vjp=None, *, kind="other", expr=None, nout=1, saves="i",
-                 view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None):
+                 view=False, random=False, data_dependent=False, grad_name=None, dtype_rule=None, **traits):
+        for k, v in traits.items():
+            if k not in TRAITS:
+                raise TypeError(f"op {name!r}: unknown trait {k!r} (known: {', '.join(TRAITS)})")
+            setattr(self, k, frozenset(v) if k == "row_reduce" else v)
         self.name = name
         self.kind = kind
         self.impl = impl
@@ -52,6 +90,10 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+
+for _k, _v in TRAITS.items():     # class-level defaults: an entry stores only the traits it sets
+    setattr(Op, _k, _v)
 
 
 def _camel(name):

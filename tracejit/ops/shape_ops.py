@@ -81,12 +81,18 @@ def _viewable(arr, shape):
     return True
 
 
+def _always(attrs, out):
+    return True
+
+
 defop("reshape", _reshape_np, lambda x, shape: AVal(shape, x.dtype),
-      lambda c, g: (reshape(g, c.shapes[0]),), kind="shape", saves="", grad_name="UnsafeViewBackward0")
+      lambda c, g: (reshape(g, c.shapes[0]),), kind="shape", saves="", grad_name="UnsafeViewBackward0",
+      noop=_always, reshapes=True)
 defop("view", _view_np, lambda x, shape: AVal(shape, x.dtype), lambda c, g: (reshape(g, c.shapes[0]),),
-      kind="shape", saves="", view=True)
+      kind="shape", saves="", view=True, noop=_always, reshapes=True)
 defop("permute", lambda x, dims: np.transpose(x, dims), lambda x, dims: AVal([x.shape[d] for d in dims], x.dtype),
-      lambda c, g: (permute(g, tuple(np.argsort(c.attrs["dims"]))),), kind="shape", saves="", view=True)
+      lambda c, g: (permute(g, tuple(np.argsort(c.attrs["dims"]))),), kind="shape", saves="", view=True,
+      noop=lambda attrs, out: tuple(attrs["dims"]) == tuple(range(out.ndim)))
 def _expand_np(x, shape):
     """np.broadcast_to(x, shape): a read-only view with stride 0 on broadcast dims. Built here for a contiguous
     array (numpy's own goes through nditer, ~2 us; sum's backward expands a scalar on every call)."""
@@ -118,12 +124,12 @@ def _broadcast_strides(x, shape):
 
 
 defop("expand", _expand_np, lambda x, shape: AVal(shape, x.dtype),
-      lambda c, g: (g,), kind="shape", saves="", view=True)  # the engine sums g back to the input shape
+      lambda c, g: (g,), kind="shape", saves="", view=True,  # the engine sums g back to the input shape
+      noop=_always, broadcasts=True, passthrough=True)
 defop("clone", lambda x: x.copy(order="K"), lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
-      expr="{0}", saves="")
+      expr="{0}", saves="")   # keeps its operand's layout (order="K", preserve_format)
 defop("contiguous", np.ascontiguousarray, lambda x: AVal(x.shape, x.dtype), lambda c, g: (g,), kind="elementwise",
-      expr="{0}", saves="", grad_name="CloneBackward0")
-OPS["contiguous"].makes_contiguous = True     # (clone keeps its operand's layout: order="K", preserve_format)
+      expr="{0}", saves="", grad_name="CloneBackward0", noop=_always, makes_contiguous=True)
 
 
 def _to_format_np(x, format):
@@ -134,8 +140,7 @@ def _to_format_np(x, format):
 
 # a layout change (values unchanged): compiled programs compute in the contiguous format, so it lowers to nothing
 defop("to_memory_format", _to_format_np, lambda x, format: AVal(x.shape, x.dtype), lambda c, g: (g,),
-      kind="other", saves="", grad_name="CloneBackward0")
-OPS["to_memory_format"].decompose = lambda x, format: x
+      kind="other", saves="", grad_name="CloneBackward0", decompose=lambda x, format: x)
 
 
 def _cat_np(*xs, dim):

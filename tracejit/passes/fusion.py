@@ -7,8 +7,8 @@ Every merge keeps the group convex and the graph of groups acyclic: no path leav
 back into it, even through other groups. A value of the group used outside it becomes an output of the
 fused node (multi-output fusion).
 
-With `rows=True` (the numba CPU backend), row groups are formed first: a reduction (sum, mean, amax, amin,
-var, logsumexp, softmax, log_softmax) whose kept dims form one block of its input (the last dims reduced:
+With `rows=True` (the numba CPU backend), row groups are formed first: a reduction with the `row_reduce` trait
+(sum, mean, amax, amin, var, logsumexp, softmax, log_softmax) whose kept dims form one block of its input (the last dims reduced:
 softmax, layer norm; or the dims around them: batch norm's (0, 2, 3)) seeds a group that takes in the
 elementwise nodes around it whose values are per element or per row of that reduction's domain, and other
 reductions over the same rows (softmax, layer norm and their backward each become one group). The
@@ -25,19 +25,11 @@ from ..ir.graph import Graph, Node, Value
 from ..ops.registry import AVal, Op
 from .rewrite import Rewriter
 
-# elementwise ops no code generator handles (yet): they stay as single nodes
-_NOT_FUSABLE = {"bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"}
-
-
-# shape ops a kernel absorbs: the loop reads the smaller input with broadcast strides (no copy)
-BROADCASTS = {"expand"}
-
-
 def default_can_fuse(node):
     op = node.op
-    if op.name in BROADCASTS:
+    if op.broadcasts:       # a shape op the loop absorbs: it reads the smaller input with broadcast strides (no copy)
         return isinstance(node.inputs[0], Value) and node.inputs[0].dtype.np.kind in "biuf"
-    if op.kind != "elementwise" or op.expr is None or op.random or op.nout != 1 or op.name in _NOT_FUSABLE:
+    if op.kind != "elementwise" or op.expr is None or op.random or op.nout != 1 or not op.fusible:
         return False
     if op.name == "round" and node.attrs.get("decimals", 0):
         return False
@@ -79,11 +71,6 @@ def can_reduce(node):
 
 
 ROW_MAX = 1 << 16                # elements per row of a row kernel (its scratch rows stay in L2)
-# reductions a row kernel computes (see `row_domain`), and the attributes each may carry
-ROW_REDUCTIONS = {"sum": {"dims", "keepdim", "dtype"}, "mean": {"dims", "keepdim", "dtype"},
-                  "amax": {"dims", "keepdim"}, "amin": {"dims", "keepdim"},
-                  "var": {"dims", "keepdim", "correction"}, "logsumexp": {"dims", "keepdim"},
-                  "softmax": {"dim"}, "log_softmax": {"dim"}}
 
 
 def row_domain(node):
@@ -93,8 +80,8 @@ def row_domain(node):
     are `lead` segments of `trail` contiguous elements (softmax or layer norm over the last dims: no lead;
     batch norm over (0, 2, 3): lead N, kept C, trail H*W). Elementwise work before and after the reduction
     joins it."""
-    op = node.op
-    if op.name not in ROW_REDUCTIONS or not set(node.attrs) <= ROW_REDUCTIONS[op.name]:
+    op = node.op        # the reductions a row kernel computes, and their attributes: the `row_reduce` trait
+    if op.row_reduce is None or not set(node.attrs) <= op.row_reduce:
         return None
     x = node.inputs[0] if node.inputs else None
     if not isinstance(x, Value) or x.ndim == 0 or x.dtype.np.name not in ("float32", "float64"):
@@ -338,7 +325,8 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
                 [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
             if p is None or (find(p) != gid and p != j) or (find(c) != gid and c != j):
                 continue
-            per_row = (nodes[p].op.name not in ("softmax", "log_softmax") if row_domain(nodes[p])
+            # (a row reduction's output is per row unless it has its input's shape: softmax's family)
+            per_row = (nodes[p].outputs[0].shape != nodes[p].inputs[0].shape if row_domain(nodes[p])
                        else row_class(nodes[p].outputs[0].shape, dom) != "full")
             cls = row_class(v.shape, dom)
             if cls != ("row" if per_row else "full") and not (per_row and one_row and cls == "scalar"):
@@ -397,7 +385,7 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
     for r in elementwise:
         for m in sorted(units.members[find(r)]):
             o = nodes[m].outputs[0]
-            if nodes[m].op.name in BROADCASTS:
+            if nodes[m].op.broadcasts:
                 continue
             for j in consumers.get(id(o), ()):
                 red = nodes[j]
@@ -408,7 +396,7 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
     reps = dict.fromkeys(find(i) for i in range(n) if grouped[i])
     groups = sorted((sorted(units.members[r]), domains.get(r)) for r in reps)
     # a group of broadcasts alone would only materialize them: leave those as views
-    groups = [(m, d) for m, d in groups if any(nodes[i].op.name not in BROADCASTS for i in m)]
+    groups = [(m, d) for m, d in groups if any(not nodes[i].op.broadcasts for i in m)]
     return groups, units, prod
 
 

@@ -1,13 +1,11 @@
-"""Constant folding and algebraic simplification: x*1, x+0, x-0, x/1, -(-x), reshape of reshape,
-identity reshapes/permutes/casts, and ops whose inputs are all constants (computed now, at compile time)."""
+"""Constant folding and algebraic simplification: x*1, x+0, x-0, x/1, x**1, -(-x), reshape of reshape,
+identity reshapes/permutes/casts, and ops whose inputs are all constants (computed now, at compile time).
+The facts it uses are the registry's traits `unit`, `commutative`, `involution`, `noop` and `reshapes`."""
 import numpy as np
 
 from ..ir.graph import Value
 from ..ops.registry import OPS
 from .rewrite import Rewriter
-
-_UNIT = {"mul": 1, "add": 0, "sub": 0, "div": 1}
-
 
 def _is_unit(s, u):
     return not isinstance(s, (Value, bool)) and s == u
@@ -23,29 +21,25 @@ def simplify(g):
     for n in g.nodes:
         ins = [r.get(i) for i in n.inputs]
         out = n.outputs[0]
-        name = n.op.name
+        op = n.op
         # x (op) unit -> x, when nothing (shape, dtype) changes
-        if name in _UNIT and len(ins) == 2:
+        if op.unit is not None and len(ins) == 2:
             a, b = ins
-            if _is_unit(b, _UNIT[name]) and _same_type(a, out):
+            if _is_unit(b, op.unit) and _same_type(a, out):
                 r.alias(out, a)
                 continue
-            if name in ("mul", "add") and _is_unit(a, _UNIT[name]) and _same_type(b, out):
+            if op.commutative and _is_unit(a, op.unit) and _same_type(b, out):
                 r.alias(out, b)
                 continue
-        if name == "pow" and _is_unit(ins[1], 1) and _same_type(ins[0], out):
-            r.alias(out, ins[0])
-            continue
-        if name == "neg" and isinstance(ins[0], Value) and ins[0].producer is not None \
-                and ins[0].producer.op.name == "neg":
+        if op.involution and isinstance(ins[0], Value) and ins[0].producer is not None \
+                and ins[0].producer.op is op:
             r.alias(out, ins[0].producer.inputs[0])
             continue
-        if name in ("reshape", "view", "permute", "cast", "contiguous", "expand") and _same_type(ins[0], out) and (
-                name != "permute" or tuple(n.attrs["dims"]) == tuple(range(out.ndim))):
+        if op.noop is not None and _same_type(ins[0], out) and op.noop(n.attrs, out):
             r.alias(out, ins[0])
             continue
-        if name in ("reshape", "view") and isinstance(ins[0], Value) and ins[0].producer is not None \
-                and ins[0].producer.op.name in ("reshape", "view"):
+        if op.reshapes and isinstance(ins[0], Value) and ins[0].producer is not None \
+                and ins[0].producer.op.reshapes:
             src = ins[0].producer.inputs[0]
             (new,) = r.g.add_node(OPS["reshape"], [src], {"shape": out.shape}, [out])
             r.alias(out, new)

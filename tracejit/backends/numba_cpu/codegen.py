@@ -33,9 +33,6 @@ TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
 STAGE_MAX = 4    # costly calls in a stage
 _FLOAT_LIT = re.compile(r"(?<![\w{.])(\d+\.\d*(?:[eE][+-]?\d+)?)")
-_LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
-_INT_IDENTITY = {"floor", "ceil", "trunc", "round"}
-_LITERAL_EXPONENT = {"pow"}   # x ** 2.0 with the exponent an argument: a libm pow per element, 33x slower (4M)
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
@@ -67,11 +64,11 @@ def _operand_dtypes(node):
     """(dtypes the operands are cast to, dtype of the expression's result)."""
     op, out = node.op, node.outputs[0].dtype
     ins = node.inputs
-    if op.name in _LOGICAL:
+    if op.bool_operands:
         return [D.bool_] * len(ins), D.bool_
-    if op.name == "cast":
+    if op.passthrough:
         return [ins[0].dtype], ins[0].dtype
-    if op.name == "where":
+    if op.dtype_rule == "where":
         return [D.bool_] + [out] * (len(ins) - 1), out
     rule = op.dtype_rule
     if rule == "bool":
@@ -85,9 +82,10 @@ def _operand_dtypes(node):
 
 def _is_param(nd, x, cdt):
     """A Python number in float arithmetic is a kernel argument, not a literal: a scheduler's learning rate, and
-    an int too (mean's backward divides by each layer's own count), share the kernel; a pow exponent is not."""
+    an int too (mean's backward divides by each layer's own count), share the kernel; a pow exponent is not
+    (`literal_exponent`: x ** 2.0 with the exponent an argument is a libm pow per element, 33x slower at 4M)."""
     return cdt.is_floating_point and isinstance(x, (int, float)) and not isinstance(x, bool) and \
-        nd.op.name not in _LITERAL_EXPONENT
+        not nd.op.literal_exponent
 
 
 def op_expression(nd, names, dtypes, const, post=None, param=None):
@@ -112,7 +110,7 @@ def op_expression(nd, names, dtypes, const, post=None, param=None):
             args.append(const(x, cdt))
     op = nd.op
     cdt0 = cdts[0] if cdts else rdt
-    if op.name in ("cast", "expand") or (op.name in _INT_IDENTITY and cdt0.np.kind in "biu"):
+    if op.passthrough or (op.int_identity and cdt0.np.kind in "biu"):
         expr = "{0}"
     else:
         expr = op.expr

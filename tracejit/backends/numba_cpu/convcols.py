@@ -43,7 +43,7 @@ def shared_columns(g):
     """conv2d / conv2d_backward_weight nodes of one float32/64 input and geometry, two or more -> one
     conv_columns node and conv2d_from_columns / conv2d_weight_grad_from_columns nodes reading it."""
     def key(n):
-        if n.op.name not in ("conv2d", "conv2d_backward_weight"):
+        if n.op.name != "conv2d" and n.op.name != "conv2d_backward_weight":
             return None
         x, y = n.inputs[:2]
         if not (isinstance(x, Value) and isinstance(y, Value) and x.dtype is y.dtype and

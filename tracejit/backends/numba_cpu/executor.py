@@ -325,13 +325,12 @@ def _impl_step(n, slot):
 
 
 _CONST_COPY_MAX = 1 << 16     # elements
-_RAISING = frozenset(("floor_divide", "remainder", "fmod"))
 
 
 def _may_raise(n):
     """A fused node with an integer division: its kernel raises on a zero divisor, which numba's parallel
     loops swallow silently, so it runs serially (integer division does not vectorize anyway)."""
-    return any(b.op.name in _RAISING and b.outputs[0].dtype.np.kind in "iub"
+    return any(b.op.int_div_raises and b.outputs[0].dtype.np.kind in "iub"
                for b in getattr(n.attrs.get("body"), "nodes", ()))
 
 

@@ -74,10 +74,10 @@ def gemm_updates(g):
     found = {}        # id(add/sub node) -> (P, A, B, transposed, alpha)
     dead = set()      # ids of the nodes the gemm_acc replaces (the matmul, its transpose, the scaling)
     for n in g.nodes:
-        if n.op.name not in ("add", "sub") or len(n.inputs) != 2:
+        if (n.op.name != "add" and n.op.name != "sub") or len(n.inputs) != 2:
             continue
         out = n.outputs[0]
-        for j in ((0, 1) if n.op.name == "add" else (0,)):
+        for j in ((0, 1) if n.op.commutative else (0,)):
             p, t = n.inputs[j], n.inputs[1 - j]
             if not (isinstance(p, Value) and id(p) in inputs and isinstance(t, Value) and len(out.shape) == 2 and
                     p.dtype is out.dtype is t.dtype and tuple(p.shape) == tuple(out.shape) == tuple(t.shape)):

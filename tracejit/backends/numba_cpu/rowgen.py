@@ -79,7 +79,7 @@ def generate_rows(node, name, fastmath=False):
             x, t = names[id(nd.inputs[0])], f"t{q}"
             dt = f"np.{_npname(o.dtype)}"
             j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full" and L == 1), None)
-            shared = op in ("sum", "mean", "var")       # they only read the row (softmax's family writes it)
+            shared = not nd.op.row_exp      # the row is only read (the exp family writes its shifted exp there)
             if shared and id(nd.inputs[0]) in rows_of:
                 t = rows_of[id(nd.inputs[0])]
             elif j is None:
@@ -97,14 +97,14 @@ def generate_rows(node, name, fastmath=False):
                     row_sums[t] = f"r{q}"
                     rs.append(f"r{q} = rsum({t}, N)")
                 return row_sums[t]
-            if op in ("sum", "mean"):
+            if op == "sum" or op == "mean":
                 # (the row length N is an argument, not a literal: BatchNorm layers of any size share a kernel)
                 rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else ' / N'})")
             elif op == "var":
                 corr = nd.attrs["correction"]
                 den = f"(N - {corr} if N > {corr} else 0)"
                 rs += [f"m{q} = {row_sum()} / N", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
-            elif op in ("amax", "amin"):
+            elif op == "amax" or op == "amin":
                 rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
             else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
                 k = out_index.get(id(o)) if op == "softmax" and L == 1 else None

@@ -50,15 +50,12 @@ def _decomposed(op, arrays, attrs):
     return res._data if op.nout == 1 else tuple(r._data for r in res)
 
 
-_INDEX_OPS = {"index", "index_put", "index_backward"}
-
-
 def _operands(op, arrays):
     """Host arrays among the operands: 0-d ones become device scalars, others are a device mix-up."""
     out = None
     for j, a in enumerate(arrays):
         if type(a) is np.ndarray or isinstance(a, np.ndarray):
-            if a.ndim and op.name not in _INDEX_OPS:
+            if a.ndim and not op.host_indices:
                 raise RuntimeError(MIXED)
             if out is None:
                 out = list(arrays)

@@ -20,11 +20,6 @@ from ...ir.graph import Value
 from . import array as A
 from .array import CudaArray
 
-# ops whose CUDA implementation can write into a preallocated output
-_OUT_OPS = {"matmul", "sum", "mean", "amax", "amin", "softmax", "log_softmax"}
-_CHECKED = {"gather", "scatter"}     # their bounds check reads a flag back: skipped inside compiled graphs
-
-
 class CompiledCudaGraph:
     device = "cuda"
 
@@ -127,13 +122,13 @@ class CompiledCudaGraph:
     # ------------------------------------------------------------------ other nodes
     def _op_step(self, n, slot, returned):
         from .eager import dispatch
-        from .ops import IMPLS
+        from .ops import CHECKED, IMPLS, OUT_VARIANT
         op, attrs = n.op, dict(n.attrs)
         args = [(True, slot[id(i)]) if isinstance(i, Value) else (False, i) for i in n.inputs]
         outs = [slot[id(o)] for o in n.outputs]
-        if op.name in _CHECKED:
+        if op.name in CHECKED:     # the bounds check reads a flag back: skipped inside compiled graphs
             attrs["_check"] = False
-        if op.name in _OUT_OPS and len(outs) == 1:
+        if op.name in OUT_VARIANT and len(outs) == 1:
             get = self._buffer(n.outputs[0], returned)
             impl = IMPLS[op.name]
             o0 = outs[0]
@@ -150,7 +145,7 @@ class CompiledCudaGraph:
                     env[s] = A.from_host(np.asarray(r))
             return step
         impl = IMPLS.get(op.name)
-        if impl is not None and op.name in _CHECKED:
+        if impl is not None and op.name in CHECKED:
             def step(env):
                 env[outs[0]] = impl(*[env[x] if isv else x for isv, x in args], **attrs)
             return step

@@ -13,11 +13,18 @@ from . import array as A
 from .array import CudaArray
 
 IMPLS = {}
+OUT_VARIANT = set()     # the ops whose kernel here can write into a preallocated `out=`
+CHECKED = set()         # the ops whose kernel checks indices by reading a flag back (`_check=False` skips that)
 
 
-def impl(name):
+def impl(name, out=False, checked=False):
+    """Register this function as the CUDA kernel of the registry op `name` (and what the kernel can do)."""
     def reg(fn):
         IMPLS[name] = fn
+        if out:
+            OUT_VARIANT.add(name)
+        if checked:
+            CHECKED.add(name)
         return fn
     return reg
 
@@ -184,7 +191,7 @@ def _sum_acc(out_dt):
     return out_dt if out_dt.kind in "fiu" else np.dtype(np.int64)
 
 
-@impl("sum")
+@impl("sum", out=True)
 def sum_(x, dims, keepdim, dtype=None, out=None):
     out_dt = _meta("sum", x, dims=dims, keepdim=keepdim, dtype=dtype).dtype.np
     if x.dtype.kind == "b":
@@ -192,7 +199,7 @@ def sum_(x, dims, keepdim, dtype=None, out=None):
     return _reduce("sum", x, dims, keepdim, out_dt, _sum_acc(out_dt), out=out)
 
 
-@impl("mean")
+@impl("mean", out=True)
 def mean(x, dims, keepdim, dtype=None, out=None):
     out_dt = _meta("mean", x, dims=dims, keepdim=keepdim, dtype=dtype).dtype.np
     return _reduce("sum", x, dims, keepdim, out_dt, out_dt, mean=bool(dims), out=out)
@@ -208,12 +215,12 @@ def _minmax(kind, x, dims, keepdim, out=None):
     return _reduce(kind, x, dims, keepdim, x.dtype, x.dtype, out=out)
 
 
-@impl("amax")
+@impl("amax", out=True)
 def amax(x, dims, keepdim, out=None):
     return _minmax("max", x, dims, keepdim, out)
 
 
-@impl("amin")
+@impl("amin", out=True)
 def amin(x, dims, keepdim, out=None):
     return _minmax("min", x, dims, keepdim, out)
 
@@ -361,19 +368,19 @@ def _softmax(x, dim, log, out=None):
     return res
 
 
-@impl("softmax")
+@impl("softmax", out=True)
 def softmax(x, dim, out=None):
     return _softmax(x, dim, False, out)
 
 
-@impl("log_softmax")
+@impl("log_softmax", out=True)
 def log_softmax(x, dim, out=None):
     return _softmax(x, dim, True, out)
 
 
 # ----------------------------------------------------------------------------- matmul
 
-@impl("matmul")
+@impl("matmul", out=True)
 def matmul(a, b, out=None):
     from kernels.cuda.matmul import matmul as mm
     aval = _meta("matmul", a, b)
@@ -541,7 +548,7 @@ def _dummy(dt):
     return a
 
 
-@impl("gather")
+@impl("gather", checked=True)
 def gather(x, index, dim, _check=True):
     _meta("gather", x, index, dim=dim)
     out = A.empty(index.shape, x.dtype)
@@ -552,7 +559,7 @@ def gather(x, index, dim, _check=True):
     return out
 
 
-@impl("scatter")
+@impl("scatter", checked=True)
 def scatter(x, index, src, dim, reduce=None, _check=True):
     _meta("scatter", x, index, src, dim=dim, reduce=reduce)
     if reduce in ("multiply", "prod"):
