@@ -115,3 +115,131 @@ def test_a_new_elementwise_op_needs_one_registry_entry(cube):
 def test_defop_refuses_a_second_definition():
     with pytest.raises(ValueError, match="defined twice"):
         defop("mul", None, None)
+
+
+_DECOMPOSED = [
+    ("var", [np.float32], dict(dims=(1,), keepdim=True, correction=1)),
+    ("var", [np.float64], dict(dims=(0, 1), keepdim=False, correction=0)),
+    ("std", [np.float32], dict(dims=(0,), keepdim=False, correction=1)),
+    ("logsumexp", [np.float32], dict(dims=(1,), keepdim=False)),
+    ("logsumexp", [np.float64], dict(dims=(0, 1), keepdim=True)),
+    ("vector_norm", [np.float32], dict(dims=(1,), keepdim=False, ord=2)),
+    ("vector_norm", [np.float32], dict(dims=(0, 1), keepdim=True, ord=3.0)),
+    ("vector_norm", [np.float64], dict(dims=(1,), keepdim=False, ord=float("inf"))),
+    ("vector_norm", [np.float64], dict(dims=(1,), keepdim=True, ord=0)),
+    ("vector_norm", [np.float32], dict(dims=(0,), keepdim=False, ord=1)),
+]
+
+
+@pytest.mark.parametrize("name,dtypes,attrs", _DECOMPOSED)
+def test_decomposition_gives_the_ops_results(name, dtypes, attrs):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5)).astype(dtypes[0])
+    x[1, 2] = 0
+    want = OPS[name].impl(x, **attrs)
+    got = OPS[name].decompose(torch.tensor(x), **attrs)
+    assert got.dtype.np == want.dtype and tuple(got.shape) == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-6 if x.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_decompositions_give_the_ops_results(reduction, weighted):
+    rng = np.random.default_rng(1)
+    logp = rng.standard_normal((6, 4)).astype(np.float32)
+    target = np.array([0, 3, -100, 1, 2, 3])
+    w = rng.random(4).astype(np.float32) if weighted else None
+    attrs = dict(ignore_index=-100, reduction=reduction)
+    ws = () if w is None else (w,)
+    want = OPS["nll_loss"].impl(logp, target, *ws, **attrs)
+    got = OPS["nll_loss"].decompose(torch.tensor(logp), torch.tensor(target), *map(torch.tensor, ws), **attrs)
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-6)
+    g = np.float32(0.7) if reduction != "none" else rng.standard_normal(6).astype(np.float32)
+    want = OPS["nll_loss_coef"].impl(np.asarray(g), target, *ws, **attrs)
+    got = OPS["nll_loss_coef"].decompose(torch.tensor(g), torch.tensor(target), *map(torch.tensor, ws), **attrs)
+    np.testing.assert_allclose(got.numpy(), want, rtol=2e-6)
+
+
+# ----------------------------------------------------------------------------------------------- small defects
+
+def test_helpers_of_the_op_modules_are_no_tensor_methods():
+    from tracejit.ops import methods
+    assert not hasattr(torch.Tensor, "cast") and not hasattr(torch.Tensor, "ones_like_")
+    assert len(methods._INPLACE) == len(set(methods._INPLACE))
+
+
+def test_tensor_methods_are_pytorch_methods():
+    T = pytest.importorskip("torch").Tensor
+    from tracejit.ops import methods
+    # tracejit's own extras: activations as methods (x.gelu(), x.gelu_()) and the vector norm
+    extras = {"elu", "gelu", "hardsigmoid", "hardswish", "hardtanh", "leaky_relu", "mish", "relu6", "rsub", "silu",
+              "softplus", "std_mean", "var_mean", "vector_norm"}
+    assert sorted(n for n in methods._METHODS if not hasattr(T, n) and n not in extras) == []
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.nn.LayerNorm(3, device=d), lambda d: torch.nn.GroupNorm(1, 2, device=d),
+    lambda d: torch.nn.BatchNorm1d(3, device=d), lambda d: torch.nn.Conv2d(1, 2, 3, device=d),
+    lambda d: torch.nn.Embedding(4, 2, device=d)])
+def test_layers_take_their_device_argument(make):
+    m = make("cpu")
+    assert all(t.device.type == "cpu" for t in list(m.parameters()) + list(m.buffers()))
+    with pytest.raises(RuntimeError):
+        make("tpu")             # not a device: an error, not silently ignored
+
+
+def test_a_freed_graph_is_known_by_its_error_type(monkeypatch):
+    from tracejit.autograd.graph import FreedGraphError
+    x = torch.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(FreedGraphError, match="second time") as e:
+        y.backward()
+    assert isinstance(e.value, RuntimeError)
+    # another RuntimeError during the trace's derivation of the backward is not taken for a freed graph
+    import sys
+    AD = sys.modules["tracejit.passes.autodiff"]      # (the package's `autodiff` is the pass function)
+
+    def fail(*a, **k):
+        raise RuntimeError("a second time, but no freed graph")
+    monkeypatch.setattr(AD, "differentiate", fail)
+    f = torch.trace(lambda a: (a * 2).sum())
+    with pytest.raises(RuntimeError, match="no freed graph"):
+        f(torch.ones(3, requires_grad=True))
+
+
+def test_bench_finds_benches_outside_the_source_tree(tmp_path, monkeypatch):
+    import tracejit.bench as B
+    d = tmp_path / "mybenches"
+    d.mkdir()
+    (d / "bench_fake.py").write_text("def run(quick=False):\n    return []\n")
+    monkeypatch.setenv("TRACEJIT_BENCHES", str(d))
+    assert B.find_benches() == str(d)
+    monkeypatch.delenv("TRACEJIT_BENCHES")
+    (tmp_path / "benches").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert B.find_benches() == str(tmp_path / "benches")       # a benches/ folder in the working directory
+
+
+# ----------------------------------------------------------------------------------------------- IR def-use
+
+def test_graph_users_and_replace_all_uses_with():
+    from tracejit import float32
+    from tracejit.backends.interpreter import run
+    from tracejit.ir.graph import Graph
+    from tracejit.ops.registry import AVal
+    g = Graph()
+    x = g.add_input((3,), float32)
+    (a,) = g.add_node(OPS["exp"], [x], {}, AVal((3,), float32))
+    (b,) = g.add_node(OPS["mul"], [a, a], {}, AVal((3,), float32))
+    (c,) = g.add_node(OPS["add"], [b, x], {}, AVal((3,), float32))
+    g.outputs = [c, a]
+    users = g.users()
+    assert [n.op.name for n in users[id(x)]] == ["exp", "add"]
+    assert [n.op.name for n in users[id(a)]] == ["mul", "mul"] and id(c) not in users
+    x0 = np.array([0.0, 1.0, -1.0], np.float32)
+    g.replace_all_uses_with(a, x)           # exp(x) -> x everywhere: c = x * x + x, outputs (c, x)
+    assert all(i is not a for n in g.nodes for i in n.inputs) and g.outputs[1] is x
+    out = run(g, [x0])
+    np.testing.assert_allclose(out[0], x0 * x0 + x0)
+    np.testing.assert_array_equal(out[1], x0)

@@ -15,7 +15,18 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHES = os.path.join(HERE, "benches")
+
+
+def find_benches():
+    """The benchmarks' folder: $TRACEJIT_BENCHES, else `benches/` in the working directory, else `benches/` beside
+    the package (a source checkout; an installed package has none)."""
+    if os.environ.get("TRACEJIT_BENCHES"):
+        return os.environ["TRACEJIT_BENCHES"]
+    here = os.path.join(os.getcwd(), "benches")
+    return here if os.path.isdir(here) else os.path.join(HERE, "benches")
+
+
+BENCHES = find_benches()
 
 # the order of the default suite; other bench_*.py files with a run() follow
 ORDER = ("eager_overhead", "fused_chain", "small_call", "long_chains", "user_chains", "rows", "mlp_step", "cnn_step",
@@ -154,7 +165,7 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         H.CONFIG["compare"] = set(compare)
     names = list(names or [n for n in available() if _has_run(n)])
     if not names:
-        say("no benchmarks found (benches/ is not next to the package: run from a source checkout)")
+        say(f"no benchmarks found in {BENCHES}: run from a source checkout, or set TRACEJIT_BENCHES to its benches/")
         return 1
     unknown = [n for n in names if n not in available() and n not in EXPECTED]
     if unknown:

@@ -130,36 +130,22 @@ def _n_fwd_outputs(entry):
 def profile(compiled, graph, arrays):
     """[(step label, seconds)] of one run of a compiled program, per kernel / per node where the backend
     allows it (numba's CompiledGraph, the interpreter), else one row for the whole program; and the outputs."""
-    steps = getattr(compiled, "_steps", None)
-    if steps is not None and hasattr(compiled, "_alloc") and len(steps) == len(graph.nodes):
-        pool = compiled._pool
-        bufs = pool.pop() if pool else compiled._alloc()
-        env = compiled._template + bufs
-        for s, a in zip(compiled._in_slots, arrays):
-            env[s] = a
-        rows = []
-        for step, node in zip(steps, graph.nodes):
-            t0 = time.perf_counter()
-            step(env)
-            rows.append((_step_label(node), time.perf_counter() - t0))
-        pool.append(bufs)
+    step_times = getattr(compiled, "step_times", None)     # a backend that times its own steps (numba CPU)
+    times = step_times(arrays)[0] if step_times is not None and graph is not None else None
+    if times is not None and len(times) == len(graph.nodes):
+        rows = [(_step_label(node), t) for node, t in zip(graph.nodes, times)]
         t0 = time.perf_counter()
         outs = compiled(arrays)
         rows.append(("(whole program, one call)", time.perf_counter() - t0))
         return rows, outs
     if graph is not None:             # any other backend: each node with the registry's implementation
-        from .ir.graph import Value
-        env = dict(graph.consts)
-        env.update(zip(graph.inputs, arrays))
+        from .backends.interpreter import bind, run_node
+        env = bind(graph, arrays)
         rows = []
         for n in graph.nodes:
             t0 = time.perf_counter()
-            res = n.op.impl(*[env[i] if isinstance(i, Value) else i for i in n.inputs], **n.attrs)
+            run_node(n, env)
             rows.append((_step_label(n), time.perf_counter() - t0))
-            if n.op.nout == 1:
-                env[n.outputs[0]] = np.asarray(res)
-            else:
-                env.update(zip(n.outputs, map(np.asarray, res)))
         t0 = time.perf_counter()
         outs = compiled(arrays)
         rows.append(("(whole program, one call)", time.perf_counter() - t0))

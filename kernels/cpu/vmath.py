@@ -4,7 +4,7 @@ Why this exists
 ---------------
 The pip build of llvmlite has no SVML, so ``math.exp``/``math.tanh``/... in a
 numba loop become one scalar libm call per element and block SIMD
-vectorization of the whole fused loop (see shared/notes/NUMBA-PROBE.md, Q2/Q4).
+vectorization of the whole fused loop.
 Every helper here is built only from arithmetic, comparisons/selects, a few
 LLVM intrinsics (floor, fabs, copysign) and int<->float bit casts, so LLVM
 vectorizes a loop such as ``for i in range(n): out[i] = vmath.vexp(x[i])``

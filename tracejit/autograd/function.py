@@ -21,8 +21,8 @@ class FunctionCtx:
     @property
     def saved_tensors(self):
         if self.to_save is None:
-            from .graph import FREED_MSG
-            raise RuntimeError(FREED_MSG)
+            from .graph import FREED_MSG, FreedGraphError
+            raise FreedGraphError(FREED_MSG)
         for t, v in zip(self.to_save, self._versions):
             if t is not None and v is not None and t._version.v != v:
                 raise RuntimeError("one of the variables needed for gradient computation has been modified by an "

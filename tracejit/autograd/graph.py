@@ -6,6 +6,10 @@ from .._dtype import _FROM_NP, bool_ as _BOOL
 from .._state import STATE
 from .._tensor import Tensor
 
+class FreedGraphError(RuntimeError):
+    """A backward through a graph whose saved tensors were freed (PyTorch raises a RuntimeError)."""
+
+
 FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
              "have already been freed). Saved intermediate values of the graph are freed when you call "
              ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the graph "
@@ -130,7 +134,7 @@ class OpNode(Node):
     def inputs(self):
         if self._saved_in is None:
             if self._had_saved:
-                raise RuntimeError(FREED_MSG)
+                raise FreedGraphError(FREED_MSG)
             raise RuntimeError(f"{self.name()}: the op's VJP reads inputs, but the op declares saves={self.op.saves!r}")
         for a, v in zip(self._saved_in, self._in_versions):
             if v is not None and a._version.v != v:
@@ -145,7 +149,7 @@ class OpNode(Node):
     def out(self):
         if self._saved_out is None:
             if self._had_saved:
-                raise RuntimeError(FREED_MSG)
+                raise FreedGraphError(FREED_MSG)
             raise RuntimeError(f"{self.name()}: the op's VJP reads its output, but saves={self.op.saves!r}")
         outs = []
         for i, saved in enumerate(self._saved_out):

@@ -1,5 +1,5 @@
 """On-disk cache of generated kernel source, so that numba's ``cache=True`` works and a new process
-compiles nothing (see shared/notes/NUMBA-PROBE.md, "On-disk cache for generated source").
+compiles nothing.
 
 numba cannot cache a function built by ``exec`` of a string ("no locator available"), so each generated
 module is written to ``<cache_dir()>/tj_<kind>_<sha256(source)[:24]>.py`` and imported from there:
@@ -13,8 +13,8 @@ module is written to ``<cache_dir()>/tj_<kind>_<sha256(source)[:24]>.py`` and im
 numba keeps the machine code beside it, in ``__pycache__`` (``*.nbi`` index, ``*.nbc`` data). numba's cache
 key covers the kernel's bytecode but not the modules it calls, so ``cache_dir()`` is a per-version folder:
 its name holds the tracejit, numba, llvmlite, numpy and Python versions and a hash of the runtime helpers
-that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, ``numba_cpu/rt.py``) and of this
-file (the format of the data files).
+that generated kernels call (``kernels/cpu/vmath.py``, ``kernels/cpu/rows.py``, ``numba_cpu/rt.py``,
+``scalar_rt.py``) and of this file (the format of the data files).
 
 numba itself raises (no recompile) when an index or data file is truncated or unreadable, and cannot notice
 flipped bytes inside a data file. So every numba cache in the process recovers (``kernels/cpu/__init__.py``, on
@@ -90,9 +90,10 @@ def _helper_files():
                 files.append(spec.origin)
         except Exception:   # no `kernels` package: nothing to hash
             pass
-    rt = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numba_cpu", "rt.py")
-    if os.path.isfile(rt):
-        files.append(rt)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for rt in (os.path.join(here, "numba_cpu", "rt.py"), os.path.join(here, "scalar_rt.py")):
+        if os.path.isfile(rt):
+            files.append(rt)
     files.append(os.path.abspath(__file__))     # (this file defines the cached data files' format)
     return files
 

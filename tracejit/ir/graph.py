@@ -76,6 +76,23 @@ class Graph:
         self.nodes.append(node)
         return node.outputs
 
+    def users(self):
+        """Def-use: {id(value): [the node of each read of it, in graph order]} (x * x lists its node twice);
+        a graph output is not a read (see `outputs`)."""
+        out = {}
+        for n in self.nodes:
+            for i in n.inputs:
+                if isinstance(i, Value):
+                    out.setdefault(id(i), []).append(n)
+        return out
+
+    def replace_all_uses_with(self, old, new):
+        """Every read of the value `old` (node operands, graph outputs) reads `new` (a value or a constant)."""
+        for n in self.nodes:
+            if any(i is old for i in n.inputs):
+                n.inputs = [new if i is old else i for i in n.inputs]
+        self.outputs = [new if o is old else o for o in self.outputs]
+
     def text(self, title=None):
         return format_graph(self, title)
 

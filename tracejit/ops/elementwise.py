@@ -270,11 +270,7 @@ def _in_range(x, lo, hi):
         m = x >= lo
     if hi is not None:
         m = (x <= hi) if m is None else logical_and(m, x <= hi)
-    return m if m is not None else ones_like_(x)
-
-
-def ones_like_(x):
-    return x * 0 + 1
+    return m if m is not None else x * 0 + 1
 
 
 # ----------------------------------------------------------------------------- binary ops

@@ -28,7 +28,8 @@ for skip in ("apply", "defop", "pointwise", "norm_dim", "norm_dims", "broadcast_
              "hstack", "vstack", "dstack", "row_stack", "column_stack", "concat", "concatenate", "einsum",
              "einsum_terms", "broadcast_tensors", "where", "getitem", "setitem", "sum_to", "cat_one", "count_like",
              "index_put", "slice_dim", "allclose", "isclose", "equal", "atleast_1d", "atleast_2d", "atleast_3d",
-             "scatter_add_", "values_indices", "float_power", "make_inplace", "inplace", "meshgrid"):
+             "scatter_add_", "values_indices", "float_power", "make_inplace", "inplace", "meshgrid", "cast",
+             "threshold", "check_classes"):
     _METHODS.pop(skip, None)
 for name, f in _METHODS.items():
     _bind(name, f)
@@ -63,7 +64,7 @@ Tensor.reshape_as = lambda self, other: S.reshape(self, tuple(other.shape))
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 
 # in-place variants: x.add_(y) from add(x, y), ...
-_INPLACE = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh",
+_INPLACE = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "cos", "tanh",
             "sigmoid", "relu", "clamp", "clamp_min", "clamp_max", "floor", "ceil", "round", "trunc", "sign",
             "reciprocal", "remainder", "fmod", "lerp", "maximum", "minimum", "masked_fill", "index_fill",
             "index_add", "index_copy", "scatter", "scatter_add", "addcmul", "addcdiv", "leaky_relu", "elu",

@@ -3,7 +3,7 @@ binary cross entropy, a primitive because PyTorch's derivative at the clamped ed
 the derivative of its clamped formula."""
 import numpy as np
 
-from .registry import AVal, apply, defop, norm_dim, OPS
+from .registry import AVal, apply, call, defop, norm_dim, OPS
 
 
 # Shifted by the row's max as it is (PyTorch): a row holding +inf, or only -inf, gives NaN everywhere (x - max
@@ -112,11 +112,39 @@ def _nll_coef_vjp(c, h):
     return (gg.sum() if len(c.shapes[0]) == 0 else gg,) + (None,) * (len(c.inputs) - 1)
 
 
+def _nll_weights_ops(like, target, weight, ignore_index):
+    valid = call("ne", target, ignore_index)
+    t = call("where", valid, target, 0)
+    w = call("cast", valid, dtype=like.dtype)
+    if weight is not None:
+        w = call("mul", w, call("gather", weight, t, dim=0))
+    return valid, t, w
+
+
+def _nll_decompose(logp, target, weight=None, ignore_index=-100, reduction="mean"):
+    _nll_meta(logp, target, weight, ignore_index, reduction)
+    _, t, w = _nll_weights_ops(logp, target, weight, ignore_index)
+    n = target.shape[0]
+    picked = call("reshape", call("gather", logp, call("reshape", t, shape=(n, 1)), dim=1), shape=(n,))
+    loss = call("neg", call("mul", picked, w))
+    if reduction == "none":
+        return loss
+    s = call("sum", loss, dims=(0,), keepdim=False)
+    return s if reduction == "sum" else call("div", s, call("sum", w, dims=(0,), keepdim=False))
+
+
+def _nll_coef_decompose(g, target, weight=None, ignore_index=-100, reduction="mean"):
+    valid, _, w = _nll_weights_ops(g, target, weight, ignore_index)
+    scale = call("div", g, call("sum", w, dims=(0,), keepdim=False)) if reduction == "mean" else g
+    return call("where", valid, call("neg", call("mul", w, scale)), 0.0)    # ignored: 0 (not -(0 * inf))
+
+
 # their VJPs read the targets and weights, not the log-probabilities
 defop("nll_loss", _nll_np, _nll_meta, _nll_vjp, saves="i", kind="other", grad_name="NllLossBackward0",
-      reads=lambda i, args: i >= 1)
+      reads=lambda i, args: i >= 1, decompose=_nll_decompose)
 defop("nll_loss_coef", _nll_coef_np, lambda g, target, weight=None, ignore_index=-100, reduction="mean":
-      AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other", reads=lambda i, args: i >= 1)
+      AVal(target.shape, g.dtype), _nll_coef_vjp, saves="i", kind="other", reads=lambda i, args: i >= 1,
+      decompose=_nll_coef_decompose)
 
 
 def _bce_np(x, t):
@@ -279,7 +307,8 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
 
 # saved_outputs: the statistics, not y (an in-place ReLU after it is no error)
 defop("batch_norm", _bn_np, _bn_meta, _bn_vjp, nout=3, saves="io", kind="other",
-      grad_name="NativeBatchNormBackward0", decompose=_bn_decompose, saved_outputs=(1, 2))
+      grad_name="NativeBatchNormBackward0", decompose=_bn_decompose, fuses_in_parts=True,
+      saved_outputs=(1, 2))
 
 
 def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
+from .registry import AVal, apply, call, defop, norm_dim, norm_dims, OPS
 from .shape_ops import reshape, expand
 
 values_indices = collections.namedtuple("values_indices", ["values", "indices"])
@@ -175,10 +175,18 @@ def _std_vjp(c, g):
     return (_expand_back(gs, c) * (x - m) / (n - c.attrs["correction"]),)
 
 
+def _var_decompose(x, dims, keepdim, correction):
+    n = int(np.prod([x.shape[d] for d in dims]))
+    d = call("sub", x, call("mean", x, dims=dims, keepdim=True))
+    s = call("sum", call("mul", d, d), dims=dims, keepdim=keepdim)
+    return call("cast", call("div", s, float(n - correction if n > correction else 0)), dtype=x.dtype)
+
+
 defop("var", _var_np, _red_meta(_var_dtype), _var_vjp, kind="reduction", saves="i",
-      row_reduce={"dims", "keepdim", "correction"})
+      row_reduce={"dims", "keepdim", "correction"}, decompose=_var_decompose)
 defop("std", lambda x, dims, keepdim, correction: np.sqrt(_var_np(x, dims, keepdim, correction)),
-      _red_meta(_var_dtype), _std_vjp, kind="reduction", saves="io")
+      _red_meta(_var_dtype), _std_vjp, kind="reduction", saves="io",
+      decompose=lambda x, **attrs: call("sqrt", call("var", x, **attrs)))
 
 
 def _lse_np(x, dims, keepdim):
@@ -190,9 +198,21 @@ def _lse_np(x, dims, keepdim):
     return out if keepdim else np.squeeze(out, axis=dims)
 
 
+def _lse_decompose(x, dims, keepdim):
+    if x.ndim == 0:
+        return call("clone", x)
+    if x.numel():
+        m = call("amax", x, dims=dims, keepdim=True)
+        m = call("where", call("isfinite", m), m, 0.0)
+    else:           # an empty reduction: shifted by 0
+        m = call("cast", call("mul", call("sum", x, dims=dims, keepdim=True), 0), dtype=x.dtype)
+    out = call("add", call("log", call("sum", call("exp", call("sub", x, m)), dims=dims, keepdim=True)), m)
+    return out if keepdim else call("reshape", out, shape=_reduced_shape(x.shape, dims, False))
+
+
 defop("logsumexp", _lse_np, _red_meta(_float_dtype),
       lambda c, g: (_expand_back(g, c) * exp(c.inputs[0] - _expand_back(c.out, c)),),
-      kind="reduction", saves="io", row_reduce={"dims", "keepdim"}, row_exp=True)
+      kind="reduction", saves="io", row_reduce={"dims", "keepdim"}, row_exp=True, decompose=_lse_decompose)
 
 
 def _vnorm_np(x, dims, keepdim, ord):
@@ -227,8 +247,24 @@ def _vnorm_vjp(c, g):
     return (where(out == 0, 0.0, gx * sign(x) * pow(abs(x), p - 1) / pow(out, p - 1)),)
 
 
+def _vnorm_decompose(x, dims, keepdim, ord):
+    a = call("abs", x)
+    red = dict(dims=dims, keepdim=keepdim)
+    if ord == math.inf:
+        return call("amax", a, **red)
+    if ord == -math.inf:
+        return call("amin", a, **red)
+    if ord == 0:
+        return call("cast", call("sum", call("ne", a, 0), **red), dtype=x.dtype)
+    if ord == 1:
+        return call("sum", a, **red)
+    if ord == 2:
+        return call("sqrt", call("sum", call("mul", a, a), **red))
+    return call("pow", call("sum", call("pow", a, float(ord)), **red), 1.0 / ord)
+
+
 defop("vector_norm", _vnorm_np, _red_meta(_float_dtype), _vnorm_vjp, kind="reduction", saves="io",
-      grad_name="LinalgVectorNormBackward0")
+      grad_name="LinalgVectorNormBackward0", decompose=_vnorm_decompose)
 
 
 # ----------------------------------------------------------------------------- index-producing reductions

@@ -42,8 +42,11 @@ the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
   scalar_edges             False: a Python number operand is no edge of its grad_fn (pow, lerp: PyTorch's Scalar)
   makes_contiguous         its output is row-major whatever its operand's strides (contiguous; clone keeps its
                            operand's layout, order="K"): the tracer's layout model does not carry the dim order over
-  decompose                the op computed with other registry ops (same arguments as impl, on tensors): a backend
-                           that fuses those (row kernels) lowers the op by it after autodiff (passes/decompose.py)
+  decompose(*args, **attrs) the op written with other registry ops, on tensors (same arguments as impl); it must
+                           give the numpy `impl`'s results. A backend with no kernel of its own for the op runs it
+                           (the CUDA backend: var, std, logsumexp, vector_norm, nll_loss...)
+  fuses_in_parts           its decomposition fuses with the work around it (row kernels): a backend that fuses
+                           lowers the op by it after autodiff (passes/decompose.py: batch_norm, to_memory_format)
 
 Adding an elementwise op with a scalar template (`expr`) needs one entry: eager mode runs `impl`, the CPU and
 CUDA code generators inline `expr` (its helpers come from the backends' scalar runtimes).
@@ -61,7 +64,7 @@ TRAITS = {"reads": None, "fusible": True, "broadcasts": False, "passthrough": Fa
           "bool_operands": False, "literal_exponent": False, "int_div_raises": False, "unit": None,
           "commutative": False, "involution": False, "noop": None, "reshapes": False, "row_reduce": None,
           "row_exp": False, "host_indices": False, "saved_outputs": None, "decompose": None,
-          "makes_contiguous": False, "scalar_edges": True}
+          "makes_contiguous": False, "scalar_edges": True, "fuses_in_parts": False}
 
 
 class Op:
@@ -109,6 +112,11 @@ def defop(name, impl, meta, vjp=None, **kw):
     op = Op(name, impl, meta, vjp, **kw)
     OPS[name] = op
     return op
+
+
+def call(name, *args, **attrs):
+    """`apply` by op name: what decompositions are written with."""
+    return apply(OPS[name], *args, **attrs)
 
 
 class AVal:

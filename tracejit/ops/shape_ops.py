@@ -140,7 +140,8 @@ def _to_format_np(x, format):
 
 # a layout change (values unchanged): compiled programs compute in the contiguous format, so it lowers to nothing
 defop("to_memory_format", _to_format_np, lambda x, format: AVal(x.shape, x.dtype), lambda c, g: (g,),
-      kind="other", saves="", grad_name="CloneBackward0", decompose=lambda x, format: x)
+      kind="other", saves="", grad_name="CloneBackward0", decompose=lambda x, format: x,
+      fuses_in_parts=True)
 
 
 def _cat_np(*xs, dim):

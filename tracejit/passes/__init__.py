@@ -1,4 +1,5 @@
-"""Compiler passes, each `Graph -> Graph` in its own module."""
+"""Compiler passes, each in its own module: `Graph -> Graph` (autodiff, simplify, cse, dce, fusion), except
+`partition`, which splits a joint forward+backward graph into `(forward graph, backward graph, n_saved)`."""
 from .autodiff import autodiff
 from .cse import cse
 from .dce import dce

@@ -1,4 +1,4 @@
-"""Lowering by decomposition: a node whose op has a `decompose` rule becomes the registry ops of that rule.
+"""Lowering by decomposition: a node whose op `fuses_in_parts` becomes the registry ops of its `decompose` rule.
 
 A backend lowering after autodiff (the derivative came from the op's own VJP, e.g. batch_norm's two-sum
 backward), so a backend that fuses reductions with the elementwise work around them (row kernels) sees the
@@ -9,13 +9,13 @@ from .rewrite import Rewriter
 
 
 def decompose(g):
-    if not any(n.op.decompose is not None for n in g.nodes):
+    if not any(n.op.fuses_in_parts for n in g.nodes):
         return g
     from ..autograd.grad_mode import no_grad
     from ..tracing.tracer import TraceContext
     rw = Rewriter(g)
     for n in g.nodes:
-        if n.op.decompose is None:
+        if not n.op.fuses_in_parts:
             rw.copy(n)
             continue
         with TraceContext() as ctx, no_grad():

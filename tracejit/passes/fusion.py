@@ -445,6 +445,7 @@ def fusion(g, can_fuse=default_can_fuse, rows=False):
                 stack.pop()
 
     used_outside = set(id(v) for v in g.outputs if isinstance(v, Value))
+    users = g.users()
     r = Rewriter(g)
     k = 0
     for u in order:
@@ -453,7 +454,7 @@ def fusion(g, can_fuse=default_can_fuse, rows=False):
             r.copy(nodes[mem[0]])
             continue
         inside = set(id(o) for m in mem for o in nodes[m].outputs)
-        memset = set(mem)
+        memset = set(id(nodes[m]) for m in mem)
         ext = {}
         for m in mem:
             for v in nodes[m].inputs:
@@ -463,7 +464,7 @@ def fusion(g, can_fuse=default_can_fuse, rows=False):
         outs = []
         for m in mem:
             o = nodes[m].outputs[0]
-            if id(o) in used_outside or any(c not in memset for c in _consumers(g, o, r)):
+            if id(o) in used_outside or any(id(c) not in memset for c in users.get(id(o), ())):
                 outs.append(o)
         body = FusedBody()
         op = _make_op(k, body, len(outs))
@@ -487,19 +488,6 @@ def fusion(g, can_fuse=default_can_fuse, rows=False):
         for o, no in zip(outs, new_outs):
             r.alias(o, no)
     return r.finish()
-
-
-def _consumers(g, v, r):
-    # node indices consuming v (cached per graph on the rewriter)
-    cache = getattr(r, "_cons", None)
-    if cache is None:
-        cache = {}
-        for i, nd in enumerate(g.nodes):
-            for x in nd.inputs:
-                if isinstance(x, Value):
-                    cache.setdefault(id(x), []).append(i)
-        r._cons = cache
-    return cache.get(id(v), ())
 
 
 def fused_nodes(g):

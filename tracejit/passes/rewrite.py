@@ -5,11 +5,7 @@ from ..ir.graph import Graph, Value
 
 def use_counts(g, returned=1):
     """{id(value): how many node inputs read it, plus `returned` for each time the program returns it}."""
-    uses = {}
-    for n in g.nodes:
-        for i in n.inputs:
-            if isinstance(i, Value):
-                uses[id(i)] = uses.get(id(i), 0) + 1
+    uses = {k: len(ns) for k, ns in g.users().items()}
     for v in g.outputs:
         if isinstance(v, Value):
             uses[id(v)] = uses.get(id(v), 0) + returned

@@ -187,8 +187,8 @@ class CompiledFunctionBackward(Node):
     def apply(self, grads):
         e = self.entry
         if self.saved is None:
-            from ..autograd.graph import FREED_MSG
-            raise RuntimeError(FREED_MSG)
+            from ..autograd.graph import FREED_MSG, FreedGraphError
+            raise FreedGraphError(FREED_MSG)
         if len(grads) == 1 and grads[0] is not None and len(e.out_rg) == 1:
             cts = grads
         else:
@@ -557,11 +557,10 @@ def _build_entry(fn, args, kwargs, leaves, backend_name=None):
         if STATE.grad_enabled and diff_pos and e.out_rg:
             n_in, n_nodes = len(g.inputs), len(g.nodes)
             try:
+                from ..autograd.graph import FreedGraphError
                 from ..passes.autodiff import differentiate
                 cts, grads = differentiate([outs[i] for i in e.out_rg], [ctx.slots[i].tensor for i in diff_pos])
-            except RuntimeError as err:
-                if "second time" not in str(err):
-                    raise
+            except FreedGraphError:
                 log.info("tracejit: %s: no outer backward (the graph was freed by a backward inside)", fn)
                 e.out_rg, cts, grads = [], [], []
                 # what the failed derivation added: its cotangent inputs and the nodes it recorded before failing

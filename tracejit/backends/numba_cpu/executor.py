@@ -7,6 +7,7 @@ caller are allocated fresh when the caller still holds the previous call's array
 reused when it does not (reference count): a fresh 64 MiB array costs more than the math. If a returned value turns out to be a
 view of a reused buffer (a reshape of an intermediate, say), it is copied before it is returned.
 """
+import time
 from sys import getrefcount
 
 import numpy as np
@@ -206,6 +207,14 @@ class CompiledGraph:
         return bufs
 
     def __call__(self, arrays):
+        return self._run(arrays, None)
+
+    def step_times(self, arrays):
+        """(seconds of each step of one call, one step per node of the graph; the outputs): for `explain`."""
+        times = []
+        return times, self._run(arrays, times)
+
+    def _run(self, arrays, times):
         if len(arrays) != len(self._in_slots):      # (zip below would drop or leave inputs silently)
             raise RuntimeError(f"tracejit: the compiled program takes {len(self._in_slots)} inputs, got "
                                f"{len(arrays)} (a tracejit bug; please report it)")
@@ -220,8 +229,14 @@ class CompiledGraph:
             env[s] = a
         if self._ok_slot is not None:
             env[self._ok_slot] = _distinct_memory(arrays)
-        for step in self._steps:
-            step(env)
+        if times is None:
+            for step in self._steps:
+                step(env)
+        else:
+            for step in self._steps:
+                t0 = time.perf_counter()
+                step(env)
+                times.append(time.perf_counter() - t0)
         res = [env[x] if is_slot else x for is_slot, x, _ in self._outs]
         if self._check_alias:
             ids = self._bufids

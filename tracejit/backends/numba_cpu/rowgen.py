@@ -20,8 +20,8 @@ import numpy as np
 
 from ...ir.graph import Value
 from ...passes.fusion import row_class
-from .codegen import (KernelSource, _npname, const_namer, header, module_code, njit_flags, op_expression, param_args,
-                      param_namer, typed_calls)
+from ..scalar_code import const_namer, npname, op_expression, param_namer
+from .codegen import KernelSource, header, module_code, njit_flags, param_args, typed_calls
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
 
@@ -77,7 +77,7 @@ def generate_rows(node, name, fastmath=False):
                 row_stmts.setdefault(lv, []).append(f"{nm} = {text}    # {op}")
         else:
             x, t = names[id(nd.inputs[0])], f"t{q}"
-            dt = f"np.{_npname(o.dtype)}"
+            dt = f"np.{npname(o.dtype)}"
             j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full" and L == 1), None)
             shared = not nd.op.row_exp      # the row is only read (the exp family writes its shifted exp there)
             if shared and id(nd.inputs[0]) in rows_of:

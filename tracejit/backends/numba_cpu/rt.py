@@ -7,13 +7,14 @@ argument) instead of bare float literals, which would promote to float64. The tr
 come from `kernels.cpu.vmath` (polynomial, vectorizable: the pip numba has no SVML, and a libm call in the
 loop blocks SIMD of the whole fused loop).
 """
-import math
 
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from kernels.cpu import vmath
+
+from .. import scalar_rt as S
 
 _OPTS = dict(forceinline=True, error_model="numpy")
 
@@ -61,9 +62,6 @@ sinh, cosh, atan2 = np.sinh, np.cosh, np.arctan2
 floor, ceil, trunc, signbit = np.floor, np.ceil, np.trunc, np.signbit
 isnan, isinf, isfinite = np.isnan, np.isinf, np.isfinite
 fmax, fmin = np.fmax, np.fmin
-
-INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-SQRT_2_PI = math.sqrt(2.0 / math.pi)
 
 __all__ = ["exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
            "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
@@ -154,32 +152,13 @@ def _ovl_zero_division():
 
 @overload(relu, jit_options=_OPTS)
 def _relu(x):
-    T = x
-
-    def impl(x):
-        z = T(0)
-        return x if (x > z or x != x) else z
-    return impl
+    return S.relu(x)
 
 
 @overload(pow_, jit_options=_OPTS)
 def _pow(x, y):
     if isinstance(x, types.Integer) and isinstance(y, types.Integer):
-        T = x
-
-        def ipow(x, y):
-            if y < 0:       # numpy raises; the interpreter is the place for that
-                return T(1) if x == 1 else (T(0) if x != -1 else (T(1) if y % 2 == 0 else T(-1)))
-            r = T(1)
-            b = x
-            e = y
-            while e:
-                if e & 1:
-                    r = r * b
-                b = b * b
-                e >>= 1
-            return r
-        return ipow
+        return S.int_pow(x)
 
     def fpow(x, y):
         return x ** y
@@ -227,33 +206,17 @@ def _round(x, decimals):
 
 @overload(gelu_none, jit_options=_OPTS)
 def _gelu_none(x):
-    T = x
-
-    def impl(x):
-        return T(0.5) * x * (T(1) + vmath.verf(x * T(INV_SQRT_2)))
-    return impl
+    return S.gelu_none(x, vmath.verf)
 
 
 @overload(gelu_tanh, jit_options=_OPTS)
 def _gelu_tanh(x):
-    T = x
-
-    def impl(x):
-        return T(0.5) * x * (T(1) + vmath.vtanh(T(SQRT_2_PI) * (x + T(0.044715) * x * x * x)))
-    return impl
+    return S.gelu_tanh(x, vmath.vtanh)
 
 
 @overload(softplus, jit_options=_OPTS)
 def _softplus(x, beta, threshold):
-    T = x
-
-    def impl(x, beta, threshold):
-        bx = x * beta
-        if bx > threshold:
-            return x
-        # logaddexp(bx, 0) = max(bx, 0) + log1p(exp(-|bx|)), like numpy
-        return (vmath.vmaximum(bx, T(0)) + vmath.vlog1p(vmath.vexp(-abs(bx)))) / beta
-    return impl
+    return S.softplus(x, vmath.vmaximum, vmath.vexp, vmath.vlog1p)
 
 
 @overload(clamp, jit_options=_OPTS)

@@ -29,23 +29,14 @@ class CudaInterpreter:
 
     def compile(self, graph):
         import numpy as np
-        from ...ir.graph import Value
+        from ..interpreter import run
         from .array import CudaArray, from_host
         from .eager import dispatch
 
         def dev(a):
             return a if type(a) is CudaArray else from_host(np.asarray(a))
         consts = {v: dev(a) for v, a in graph.consts.items()}
-
-        def run(arrays):
-            env = dict(consts)
-            env.update(zip(graph.inputs, [dev(a) for a in arrays]))
-            for n in graph.nodes:
-                res = dispatch(n.op, [env[i] if isinstance(i, Value) else i for i in n.inputs], n.attrs)
-                res = (res,) if n.op.nout == 1 else res
-                env.update(zip(n.outputs, [dev(r) for r in res]))
-            return [env[o] if isinstance(o, Value) else o for o in graph.outputs]
-        return run
+        return lambda arrays: run(graph, [dev(a) for a in arrays], dispatch, dev, consts)
 
 
 def cuda_backend(name=None):

@@ -1,7 +1,7 @@
 """CUDA source for an elementwise group: the same scalar statements as the CPU backend, in a grid-stride loop.
 
-The scalar body comes from `numba_cpu.codegen.op_expression` (the registry's `expr` templates, operand casts,
-typed constants): one code generator for both devices. What differs is the loop and the runtime: each
+The scalar body comes from `backends/scalar_code.py` (the registry's `expr` templates, operand casts, typed
+constants and kernel arguments), shared with the CPU code generator. What differs is the loop and the runtime: each
 runtime helper is called by its per-dtype name (`relu__float32`, see `rt.py`), and every array is a flat
 device buffer read through a view given at run time:
 
@@ -19,11 +19,12 @@ import re
 
 import numpy as np
 
-from ..numba_cpu.codegen import _npname, literal, op_expression
+from .. import scalar_rt
+from ..scalar_code import const_namer, npname, op_expression, param_namer
 from . import rt
 
-with open(rt.__file__, "rb") as _f:
-    RT_HASH = hashlib.sha256(_f.read()).hexdigest()[:16]   # in the source text, so the disk cache key covers rt.py
+# in the source text, so that the disk cache key covers the runtime (rt.py and the shared helpers it compiles)
+RT_HASH = hashlib.sha256(b"".join(open(f, "rb").read() for f in (rt.__file__, scalar_rt.__file__))).hexdigest()[:16]
 _RT_CALL = re.compile(r"\b(" + "|".join(sorted(rt.NAMES, key=len, reverse=True)) + r")\(")
 
 
@@ -45,24 +46,16 @@ def generate(inputs, outputs, nodes, name, params=False, header=()):
     """Source of one kernel computing `outputs` from `inputs` through the elementwise `nodes` (a fused body)."""
     shape = tuple(outputs[0].shape)
     r = len(shape)
-    consts = {}
-    param_vals = []
+    global_const, consts = const_namer()
+    param, param_vals = param_namer()
     helpers = set()
 
-    def const(value, dt):
-        if dt.np == np.bool_:
-            return "True" if value else "False"
-        if params:
-            param_vals.append(dt.np.type(value))
-            return f"k{len(param_vals) - 1}"
-        key = (repr(value), dt.np.name)
-        if key not in consts:
-            consts[key] = (f"C{len(consts)}", f"np.{_npname(dt)}({literal(value)})")
-        return consts[key][0]
+    def const(value, dt):       # eager kernels take every number as an argument (`params`)
+        return param(value, dt) if params and dt.np != np.bool_ else global_const(value, dt)
 
     def post(text, cdt):
         def sub(m):
-            nm = f"{m.group(1)}__{_npname(cdt)}"
+            nm = f"{m.group(1)}__{npname(cdt)}"
             helpers.add(nm)
             return nm + "("
         return _RT_CALL.sub(sub, text)

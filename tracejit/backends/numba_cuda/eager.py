@@ -42,12 +42,13 @@ def dispatch(op, arrays, attrs):
 
 
 def _decomposed(op, arrays, attrs):
+    """A composite op with no kernel here: its registry decomposition, each op of it dispatched as above."""
     from ..._tensor import Tensor
     from ...autograd.grad_mode import no_grad
+    args = [Tensor._wrap(a) if isinstance(a, (CudaArray, np.ndarray)) else a for a in _operands(op, arrays)]
     with no_grad():
-        res = op.decompose(*[Tensor._wrap(a) if isinstance(a, (CudaArray, np.ndarray)) else a for a in arrays],
-                           **attrs)
-    return res._data if op.nout == 1 else tuple(r._data for r in res)
+        out = op.decompose(*args, **attrs)
+    return out._data if op.nout == 1 else tuple(o._data for o in out)
 
 
 def _operands(op, arrays):

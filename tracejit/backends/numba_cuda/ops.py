@@ -236,47 +236,6 @@ def _ew(name, *args, **attrs):
     return elementwise(OPS[name], list(args), attrs)
 
 
-@impl("var")
-def var(x, dims, keepdim, correction):
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
-    d = _ew("sub", x, mean(x, dims, True))
-    s = sum_(_ew("mul", d, d), dims, keepdim)
-    return _ew("cast", _ew("div", s, float(n - correction if n > correction else 0)), dtype=_dt(x))
-
-
-@impl("std")
-def std(x, dims, keepdim, correction):
-    return _ew("sqrt", var(x, dims, keepdim, correction))
-
-
-@impl("logsumexp")
-def logsumexp(x, dims, keepdim):
-    if x.ndim == 0:
-        return x.copy()
-    m = amax(x, dims, True) if x.size else A.from_host(np.full(_red_shape(x, dims, True), -np.inf, x.dtype))
-    m = _ew("where", _ew("isfinite", m), m, 0.0)
-    out = _ew("add", _ew("log", sum_(_ew("exp", _ew("sub", x, m)), dims, True)), m)
-    return out if keepdim else out.reshape(_red_shape(x, dims, False))
-
-
-@impl("vector_norm")
-def vector_norm(x, dims, keepdim, ord):
-    a = _ew("abs", x)
-    if ord == float("inf"):
-        return amax(a, dims, keepdim)
-    if ord == -float("inf"):
-        return amin(a, dims, keepdim)
-    if ord == 0:
-        return _ew("cast", sum_(_ew("ne", a, 0), dims, keepdim), dtype=_dt(x))
-    if ord == 1:
-        return sum_(a, dims, keepdim)
-    if ord == 2:
-        return _ew("sqrt", sum_(_ew("mul", a, a), dims, keepdim))
-    return _ew("pow", sum_(_ew("pow", a, float(ord)), dims, keepdim), 1.0 / ord)
-
-
 def _arg(is_max, x, dim):
     """(values, indices) of the max (min) over `dim` (None: all), keepdim shapes; NaN first, ties first."""
     from kernels.cuda.reduce import arg_rows
@@ -574,37 +533,6 @@ def scatter(x, index, src, dim, reduce=None, _check=True):
         src = _cast(src, x.dtype)
     _along_dim("scatter_add" if reduce else "scatter", out, index, src, dim, None, _check)
     return out
-
-
-# ----------------------------------------------------------------------------- nll_loss
-
-def _nll_weights(like, target, weight, ignore_index, check):
-    valid = _ew("ne", target, ignore_index)
-    t = _ew("where", valid, target, 0)
-    w = _ew("cast", valid, dtype=_dt(like))
-    if weight is not None:
-        w = _ew("mul", w, gather(weight, t, 0, _check=check))
-    return valid, t, w
-
-
-@impl("nll_loss")
-def nll_loss(logp, target, weight=None, ignore_index=-100, reduction="mean"):
-    _meta("nll_loss", logp, target, *(() if weight is None else (weight,)), ignore_index=ignore_index,
-          reduction=reduction)
-    _, t, w = _nll_weights(logp, target, weight, ignore_index, True)
-    n = target.shape[0]
-    loss = _ew("neg", _ew("mul", gather(logp, t.reshape((n, 1)), 1).reshape((n,)), w))
-    if reduction == "none":
-        return loss
-    s = sum_(loss, (0,), False)
-    return s if reduction == "sum" else _ew("div", s, sum_(w, (0,), False))
-
-
-@impl("nll_loss_coef")
-def nll_loss_coef(g, target, weight=None, ignore_index=-100, reduction="mean"):
-    valid, _, w = _nll_weights(g, target, weight, ignore_index, False)
-    scale = _ew("div", g, sum_(w, (0,), False)) if reduction == "mean" else g
-    return _ew("where", valid, _ew("neg", _ew("mul", w, scale)), 0.0)     # ignored targets: 0, not -(0 * inf)
 
 
 def setitem(x, key, value):

@@ -7,14 +7,17 @@ each helper is made per compute dtype: the code generator writes `relu__float32(
 closed over `T = np.float32`. `T(...)` casts keep results in the op's dtype on the GPU (a bare literal would
 promote to float64) and in the simulator (where `math.*` returns Python floats).
 
-Each helper follows numpy's semantics (NaN propagation, signed zeros, inf/NaN for domain errors, integer
-division by zero -> 0 like the CPU kernels). Domain checks come first: Python's `math` raises where CUDA's
+Each helper follows numpy's semantics (NaN propagation, signed zeros, inf/NaN for domain errors), except that
+an integer division by zero gives 0 here: a GPU thread cannot raise, where the CPU kernels and eager mode raise
+PyTorch's RuntimeError("ZeroDivisionError"). Domain checks come first: Python's `math` raises where CUDA's
 libm returns NaN/inf, and the simulator runs Python's.
 """
 import math
 
 import numpy as np
 from numba import cuda
+
+from .. import scalar_rt as S
 
 _dev = cuda.jit(device=True)
 
@@ -24,6 +27,13 @@ _FACTORIES = {}
 def _factory(fn):
     _FACTORIES[fn.__name__.lstrip("_")] = fn
     return fn
+
+
+def _helper(base, T):
+    """The device function `base` of dtype T (`exp__float32`), made on first use: a primitive of `scalar_rt`'s
+    helpers."""
+    name = f"{base}__{np.dtype(T).name}"
+    return globals().get(name) or __getattr__(name)
 
 
 def __getattr__(name):
@@ -362,8 +372,7 @@ def _fmin(T, c):
 
 @_factory
 def _relu(T, c):
-    zero = c.zero
-    return lambda x: x if (x > zero or x != x) else zero
+    return S.relu(T)
 
 
 @_factory
@@ -462,25 +471,8 @@ def _floor_divide(T, c):
 
 @_factory
 def _pow_(T, c):
-    one, zero = c.one, c.zero
     if not c.isf:
-        def ipow(x, y):
-            if y < zero:
-                if x == one:
-                    return one
-                if x == -one:
-                    return one if y % 2 == 0 else -one
-                return zero
-            r = one
-            b = x
-            e = y
-            while e:
-                if e & 1:
-                    r = T(r * b)
-                b = T(b * b)
-                e >>= 1
-            return r
-        return ipow
+        return S.int_pow(T)
     return lambda x, y: T(x ** y)
 
 
@@ -488,28 +480,17 @@ def _pow_(T, c):
 
 @_factory
 def _gelu_none(T, c):
-    half, one, k = c.half, c.one, T(1.0 / math.sqrt(2.0))
-    return lambda x: T(half * x * (one + T(math.erf(x * k))))
+    return S.gelu_none(T, _helper("erf", T))
 
 
 @_factory
 def _gelu_tanh(T, c):
-    half, one, k, a = c.half, c.one, T(math.sqrt(2.0 / math.pi)), T(0.044715)
-    return lambda x: T(half * x * (one + T(math.tanh(k * (x + a * x * x * x)))))
+    return S.gelu_tanh(T, _helper("tanh", T))
 
 
 @_factory
 def _softplus(T, c):
-    zero, one, hi = c.zero, c.one, c.exp_hi
-
-    def f(x, beta, threshold):
-        bx = T(x * beta)
-        if bx > threshold:
-            return x
-        m = bx if bx > zero else zero
-        e = T(math.exp(-abs(bx))) if bx == bx else bx
-        return T((m + T(math.log1p(e))) / beta)
-    return f
+    return S.softplus(T, _helper("maximum", T), _helper("exp", T), _helper("log1p", T))
 
 
 NAMES = frozenset(_FACTORIES)

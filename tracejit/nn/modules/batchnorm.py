@@ -21,18 +21,18 @@ class _NormBase(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(C.empty(num_features, dtype=dtype))
+            self.weight = Parameter(C.empty(num_features, dtype=dtype, device=device))
             if bias:
-                self.bias = Parameter(C.empty(num_features, dtype=dtype))
+                self.bias = Parameter(C.empty(num_features, dtype=dtype, device=device))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", C.zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", C.ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", C.tensor(0, dtype=D.int64))
+            self.register_buffer("running_mean", C.zeros(num_features, dtype=dtype, device=device))
+            self.register_buffer("running_var", C.ones(num_features, dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked", C.tensor(0, dtype=D.int64, device=device))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)

@@ -55,9 +55,9 @@ class _ConvNd(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(C.empty(shape + self.kernel_size, dtype=dtype))
+        self.weight = Parameter(C.empty(shape + self.kernel_size, dtype=dtype, device=device))
         if bias:
-            self.bias = Parameter(C.empty(out_channels, dtype=dtype))
+            self.bias = Parameter(C.empty(out_channels, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -16,9 +16,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(C.empty(self.normalized_shape, dtype=dtype))
+            self.weight = Parameter(C.empty(self.normalized_shape, dtype=dtype, device=device))
             if bias:
-                self.bias = Parameter(C.empty(self.normalized_shape, dtype=dtype))
+                self.bias = Parameter(C.empty(self.normalized_shape, dtype=dtype, device=device))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -50,9 +50,9 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = Parameter(C.empty(num_channels, dtype=dtype))
+            self.weight = Parameter(C.empty(num_channels, dtype=dtype, device=device))
             if bias:
-                self.bias = Parameter(C.empty(num_channels, dtype=dtype))
+                self.bias = Parameter(C.empty(num_channels, dtype=dtype, device=device))
             else:
                 self.register_parameter("bias", None)
         else:
