@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from .._dtype import _FROM_NP
-from .._keep import kept
+from .._keep import REFCOUNTS_EXACT, kept
 from .._state import STATE
 from .._tensor import Tensor
 from .graph import AccumulateGrad, OpNode, edge_of
@@ -269,7 +269,7 @@ def _unseen(g):
     a = g._data
     if a is None:
         return True
-    if type(a) is not np.ndarray or a.base is not None or sys.getrefcount(g) > 4:
+    if not REFCOUNTS_EXACT or type(a) is not np.ndarray or a.base is not None or sys.getrefcount(g) > 4:
         return False
     n = sys.getrefcount(a)
     return n <= 3 or (n == 4 and kept(a))

@@ -12,7 +12,7 @@ from sys import getrefcount
 
 import numpy as np
 
-from ..._keep import Keeper
+from ..._keep import REFCOUNTS_EXACT, Keeper
 from ...ir.graph import Value
 from . import codegen, workers
 from .codegen import generate
@@ -65,7 +65,7 @@ class CompiledGraph:
         # keep each returned array, to reuse it when the caller dropped it. Off for a backward program with small
         # outputs: its gradients usually become a leaf's .grad, which takes over an array nobody else holds
         # (the engine copies one we keep), and a small allocation is cheaper than that copy
-        self.keep_returned = True
+        self.keep_returned = REFCOUNTS_EXACT      # (else never reused: see tracejit/_keep.py)
         steps = []
         for n in graph.nodes:
             if n.op.kind == "fused":

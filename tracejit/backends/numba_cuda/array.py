@@ -13,6 +13,7 @@ from sys import getrefcount
 
 import numpy as np
 
+from ..._keep import REFCOUNTS_EXACT
 from ..._tensor import DeviceArray, device as _device
 
 _CUDA0 = _device("cuda", 0)
@@ -92,7 +93,7 @@ class CudaArray(DeviceArray):
     def base(self):
         """Like numpy's: None when no other array shares the buffer (refs: the slot, `b`, getrefcount's)."""
         b = self.buf
-        return None if getrefcount(b) <= 3 else b
+        return None if REFCOUNTS_EXACT and getrefcount(b) <= 3 else b
 
     def __len__(self):
         if not self.shape:

@@ -16,6 +16,7 @@ from sys import getrefcount
 
 import numpy as np
 
+from ..._keep import REFCOUNTS_EXACT
 from ...ir.graph import Value
 from . import array as A
 from .array import CudaArray
@@ -65,7 +66,7 @@ class CompiledCudaGraph:
         def get():
             b = last[0]
             # refs: `last`, `b` and getrefcount's argument; more means a tensor still holds it
-            if b is None or getrefcount(b) > 3 or getrefcount(b.buf) > 2:
+            if b is None or not REFCOUNTS_EXACT or getrefcount(b) > 3 or getrefcount(b.buf) > 2:
                 b = A.empty(shape, dt)
                 last[0] = b
             return b
