@@ -1,4 +1,21 @@
-"""Backends compile an IR graph into a callable: list of input arrays -> list of output arrays."""
+"""Backends compile an IR graph into a callable: list of input arrays -> list of output arrays.
+
+`Backend` is what the tracer asks of one (tracing/trace.py, stage `compile_programs`); each backend subclasses it.
+"""
+
+
+class Backend:
+    name = "?"
+
+    def compile(self, graph):
+        """The graph as a callable: [input arrays] -> [output arrays]."""
+        raise NotImplementedError
+
+    def compile_pair(self, forward, backward=None, donate=None):
+        """(forward callable, backward callable or None) of a traced function. `donate` ({forward output index:
+        forward input index}, the new value of an input updated in place) allows writing that output into the
+        input's array; a backend that cannot ignores it. A backend may compile the two together."""
+        return self.compile(forward), (self.compile(backward) if backward is not None else None)
 
 _BACKENDS = {}
 

@@ -7,6 +7,7 @@ the CUDA interpreter (the device dispatcher) and `explain`'s per-node profile di
 import numpy as np
 
 from ..ir.graph import Value
+from . import Backend
 
 
 def run_impl(op, args, attrs):
@@ -50,7 +51,7 @@ def replay(graph, tensors):
     return run(graph, tensors, _apply, lambda t: t, {v: Tensor._wrap(a) for v, a in graph.consts.items()})
 
 
-class Interpreter:
+class Interpreter(Backend):
     name = "interpreter"
 
     def compile(self, graph):

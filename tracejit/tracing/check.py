@@ -76,7 +76,7 @@ def checked_call(tf, entry, ts, args, kwargs):
     from .. import random as R
     from .._state import STATE
     from ..autograd.grad_mode import no_grad
-    from .trace import _collect_out
+    from .pytree import collect
     owners = list(ts)
     data0 = [t._data.copy() for t in owners]
     grads0 = [t._grad for t in owners]
@@ -95,7 +95,7 @@ def checked_call(tf, entry, ts, args, kwargs):
     # eager, from the state the compiled program starts from
     out = tf.fn(*args, **kwargs)
     eager_outs = []
-    _collect_out(out, eager_outs)
+    collect(out, eager_outs)
     eager_vals = _arrays(eager_outs)
     eager_state = _arrays(owners)
     eager_grads = _arrays([t._grad for t in owners])
@@ -104,7 +104,7 @@ def checked_call(tf, entry, ts, args, kwargs):
     restore()
     res = tf._run(entry, ts)
     comp_outs = []
-    _collect_out(res, comp_outs)
+    collect(res, comp_outs)
     problems = []
 
     def compare(what, c, e, absent="None", present="set"):

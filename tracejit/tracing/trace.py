@@ -21,6 +21,7 @@ from .._tensor import Tensor
 from ..autograd.graph import Node, edge_of
 from ..ir.verify import verify
 from .errors import TraceError
+from .pytree import OutLeaf, collect, flatten, unflatten
 from .tracer import TraceContext
 
 log = logging.getLogger("tracejit")
@@ -28,78 +29,15 @@ log = logging.getLogger("tracejit")
 # tracer in the tracing thread only (tracer.py); one trace and compilation runs at a time in the process, and a
 # thread that waited for it looks its signature up again, so each signature is compiled once.
 TRACE_LOCK = threading.RLock()
-_SMALL = 1 << 16    # elements: a backward program's outputs up to this size are allocated fresh for each call
 PER_SIGNATURE = 4   # compiled programs kept per argument signature (they differ in guarded reads)
 
 
-# ----------------------------------------------------------------------------- pytrees of arguments
-
-def _flatten(obj, leaves, static=False):
-    """Structure key of `obj`; tensors appended to `leaves` (non-tensor leaves are baked into the key)."""
-    if isinstance(obj, Tensor) and not static:
-        leaves.append(obj)
-        d = obj._data
-        if d is None:
-            obj._concrete("a tensor argument of a traced function")
-        if type(d) is not np.ndarray and not isinstance(d, np.ndarray):     # a device array: its device keys too
-            return ("T", d.shape, d.dtype, obj._requires_grad, str(d.device))
-        if d.ndim > 1 and not d.flags.c_contiguous:   # strided: its strides decide what view() allows
-            return ("T", d.shape, d.dtype, obj._requires_grad, d.strides)
-        return ("T", d.shape, d.dtype, obj._requires_grad)       # (the fast path in __call__ builds the same)
-    if isinstance(obj, Tensor):
-        obj._concrete("a static tensor argument")
-        return ("S", tuple(obj.shape), obj.dtype.name, obj._data.tobytes())
-    if isinstance(obj, (tuple, list)):
-        return (type(obj).__name__,) + tuple(_flatten(o, leaves, static) for o in obj)
-    if isinstance(obj, dict):
-        return ("dict",) + tuple((k, _flatten(obj[k], leaves, static)) for k in sorted(obj, key=repr))
-    if isinstance(obj, np.ndarray):
-        raise TypeError("@trace: a numpy.ndarray argument: pass a tensor instead (tracejit.from_numpy(a) or "
-                        "tracejit.tensor(a))")
-    try:
-        hash(obj)
-    except TypeError:
-        raise TypeError(f"@trace: argument of type {type(obj).__name__} is neither a tensor, a container of "
-                        f"tensors nor hashable; mark it static with static_argnums/static_argnames or pass it "
-                        f"another way") from None
-    return ("V", type(obj).__name__, obj)
-
+# ----------------------------------------------------------------------------- compiled entries
 
 def _named(fn, where, err):
     """The TypeError of a bad argument, saying which argument it is."""
     return TypeError(f"{getattr(fn, '__name__', 'traced function')}(): {where}: {err}".replace(": @trace:", ":"))
 
-
-def _unflatten_out(obj, it):
-    if isinstance(obj, _OutLeaf):
-        return next(it)
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*[_unflatten_out(o, it) for o in obj])
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_unflatten_out(o, it) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _unflatten_out(v, it) for k, v in obj.items()}
-    return obj
-
-
-class _OutLeaf:
-    __slots__ = ()
-
-
-def _collect_out(obj, leaves):
-    if isinstance(obj, Tensor):
-        leaves.append(obj)
-        return _OutLeaf()
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*[_collect_out(o, leaves) for o in obj])
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_collect_out(o, leaves) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _collect_out(v, leaves) for k, v in obj.items()}
-    return obj
-
-
-# ----------------------------------------------------------------------------- compiled entries
 
 class Entry:
     """One compiled signature: forward program, optional backward program, guards on what it read."""
@@ -133,7 +71,7 @@ class Entry:
         self.plain = (len(self.sources) == n_leaves and not self.modules and not self.values
                       and all(kind == "data" and src == i and g[3] is None
                               for i, ((kind, src), g) in enumerate(zip(self.sources, self.guards))))
-        self.single = isinstance(self.out_tree, _OutLeaf) and not self.writeback and self.n_out == 1
+        self.single = isinstance(self.out_tree, OutLeaf) and not self.writeback and self.n_out == 1
 
     def resolve(self, leaves):
         """The tensors behind the sources for this call (owners, for .grad sources), or a reason."""
@@ -252,12 +190,12 @@ class TracedFunction:
         key = [STATE.grad_enabled]
         for i, a in enumerate(args):
             try:
-                key.append(_flatten(a, leaves, i in self.static_argnums))
+                key.append(flatten(a, leaves, i in self.static_argnums))
             except TypeError as e:
                 raise _named(self, f"argument {i} ({_param_name(self.fn, i)})", e) from None
         for k in sorted(kwargs):
             try:
-                key.append((k, _flatten(kwargs[k], leaves, k in self.static_argnames)))
+                key.append((k, flatten(kwargs[k], leaves, k in self.static_argnames)))
             except TypeError as e:
                 raise _named(self, f"argument {k!r}", e) from None
         return tuple(key), leaves
@@ -394,7 +332,7 @@ class TracedFunction:
                     u._output_nr = nr
         if entry.single:
             return user[0]
-        return _unflatten_out(entry.out_tree, iter(user))
+        return unflatten(entry.out_tree, iter(user))
 
     # ------------------------------------------------------------------ introspection
     def graph(self, *args, **kwargs):
@@ -507,9 +445,19 @@ def build_entry(fn, args, kwargs, leaves, backend_name=None):
 
 
 def _build_entry(fn, args, kwargs, leaves, backend_name=None):
-    from ..backends import get_backend
-    from .. import passes as P
+    """The stages: trace the function (and derive its backward) -> guards on what it read -> the program
+    (passes, forward/backward partition) -> the backend's callables."""
     e = Entry()
+    g, n_fwd, n_ct, slots, grad_touched = _record(e, fn, args, kwargs, leaves)
+    _guard(e, leaves, slots, grad_touched)
+    _program(e, g, n_fwd, n_ct)
+    _compile_programs(e, slots, backend_name)
+    return e
+
+
+def _record(e, fn, args, kwargs, leaves):
+    """Run `fn` on tracers: the joint graph (outputs, then written-back values, then the gradients of the
+    differentiable inputs when a backward is derived), with what `e` needs to run it."""
     ctx = TraceContext()
     if _on_device(leaves):
         from .._tensor import device as _device
@@ -519,7 +467,7 @@ def _build_entry(fn, args, kwargs, leaves, backend_name=None):
             ctx.add_argument(t, f"arg{i}")
         out = fn(*args, **kwargs)
         outs = []
-        e.out_tree = _collect_out(out, outs)
+        e.out_tree = collect(out, outs)
         for o in outs:
             ctx.value_of(o)
             if o._data is not None:      # an output made inside without ops: a constant
@@ -584,7 +532,11 @@ def _build_entry(fn, args, kwargs, leaves, backend_name=None):
     g.outputs = out_vals + wb_vals + grad_vals
     g.output_names = [f"out{i}" for i in range(len(out_vals))] + [f"writeback{i}" for i in range(len(wb_vals))] \
         + [f"grad{i}" for i in range(len(grad_vals))]
-    # where each input comes from at call time, and what it looked like now (the guards)
+    return g, len(out_vals) + len(wb_vals), n_ct, slots, grad_touched
+
+
+def _guard(e, leaves, slots, grad_touched):
+    """Where each input comes from at call time, and what it looked like now (the guards)."""
     arg_index = {id(t): j for j, t in enumerate(leaves)}
     for sl in slots:
         t = sl.tensor
@@ -597,11 +549,15 @@ def _build_entry(fn, args, kwargs, leaves, backend_name=None):
                              (t._grad is None) if id(t) in grad_touched else None))
         j = arg_index.get(id(owner))
         e.sources.append((sl.kind, j if j is not None else weakref.ref(owner)))
+
+
+def _program(e, g, n_fwd, n_ct):
+    """The passes on the traced graph, then its forward and backward programs."""
+    from .. import passes as P
     if config.verify_ir:
         verify(g)
     e.graphs["traced"] = g
     joint = run_passes(g)
-    n_fwd = len(out_vals) + len(wb_vals)
     if e.diff_inputs:
         e.joint = joint
         e.fwd, e.bwd, e.n_saved = P.partition(joint, n_fwd, n_ct)
@@ -609,30 +565,25 @@ def _build_entry(fn, args, kwargs, leaves, backend_name=None):
     else:
         e.fwd = joint
         e.joint = None
+
+
+def _compile_programs(e, slots, backend_name):
+    """The backend's callables for the programs: the CUDA one when the tensors are on cuda."""
+    from ..backends import get_backend
     e.on_device = _on_device([sl.tensor for sl in slots])
     if e.on_device:             # the graph runs where its tensors are
         from ..backends.numba_cuda import cuda_backend
         backend = cuda_backend(backend_name)
     else:
         backend = get_backend(backend_name)
-    donate = None
-    if getattr(backend, "donates", False):
-        # the new value of an input updated in place may be written into that input's array (see CompiledGraph)
-        donate, k = {}, len(out_vals)
-        for src, kind in e.writeback:
-            if kind != "grad_none":
-                if kind == "data":
-                    donate[k] = src
-                k += 1
-    if hasattr(backend, "compile_many"):            # forward and backward kernels compile together
-        fns = backend.compile_many([(e.fwd, donate)] + ([(e.bwd, None)] if e.bwd is not None else []))
-        e.fwd_fn, e.bwd_fn = fns[0], (fns[1] if e.bwd is not None else None)
-    else:
-        e.fwd_fn = backend.compile(e.fwd)              # (only the numba backend donates: it has compile_many)
-        e.bwd_fn = backend.compile(e.bwd) if e.bwd is not None else None
-    if hasattr(e.bwd_fn, "keep_returned") and all(int(np.prod(getattr(v, "shape", ()))) <= _SMALL for v in e.bwd.outputs):
-        e.bwd_fn.keep_returned = False       # (see CompiledGraph.keep_returned)
-    return e
+    # the new value of an input updated in place may be written into that input's array (see CompiledGraph)
+    donate, k = {}, e.n_out
+    for src, kind in e.writeback:
+        if kind != "grad_none":
+            if kind == "data":
+                donate[k] = src
+            k += 1
+    e.fwd_fn, e.bwd_fn = backend.compile_pair(e.fwd, e.bwd, donate)
 
 
 def trace(fn=None, *, static_argnums=(), static_argnames=(), backend=None, max_cache_size=None, check=None):
@@ -651,16 +602,16 @@ def make_graph(fn, *args, **kwargs):
     """Like jax.make_jaxpr: the forward IR graph `fn` captures for these arguments (nothing is compiled)."""
     leaves = []
     for a in args:
-        _flatten(a, leaves)
+        flatten(a, leaves)
     for k in sorted(kwargs):
-        _flatten(kwargs[k], leaves)
+        flatten(kwargs[k], leaves)
     ctx = TraceContext()
     with TRACE_LOCK, ctx:
         for i, t in enumerate(leaves):
             ctx.add_argument(t, f"arg{i}")
         out = fn(*args, **kwargs)
         outs = []
-        _collect_out(out, outs)
+        collect(out, outs)
         ctx.graph.outputs = [ctx.value_of(o) for o in outs]
         ctx.graph.output_names = [f"out{i}" for i in range(len(outs))]
     return ctx.graph

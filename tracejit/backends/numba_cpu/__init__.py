@@ -1,7 +1,11 @@
 """The numba CPU backend: fusion pass, one generated numba kernel per fused group, a plan-based executor."""
+import numpy as np
+
 from ... import config
+from ...ir.graph import Value
 from ...passes.decompose import decompose
 from ...passes.fusion import fusion
+from .. import Backend
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
 from .convcols import shared_columns
@@ -10,15 +14,25 @@ from .gemm import gemm_updates
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
 
 
-class NumbaBackend:
+SMALL = 1 << 16     # elements: a backward program's outputs up to this size are allocated fresh for each call
+
+
+class NumbaBackend(Backend):
     name = "numba"
-    donates = True      # compile() takes `donate`: see CompiledGraph
 
-    def compile(self, graph, donate=None):
-        return self.compile_many([(graph, donate)])[0]
+    def compile(self, graph):
+        return self._compile([(graph, None)])[0]
 
-    def compile_many(self, jobs):
-        """[(graph, donate)] -> CompiledGraphs whose kernels compile together (a forward and its backward)."""
+    def compile_pair(self, forward, backward=None, donate=None):
+        """The forward and backward programs, their kernels compiled together (on two cores, at once). A backward
+        whose outputs are all small allocates them fresh for each call (CompiledGraph.keep_returned)."""
+        cgs = self._compile([(forward, donate)] + ([(backward, None)] if backward is not None else []))
+        if backward is not None and all(int(np.prod(v.shape)) <= SMALL for v in backward.outputs
+                                        if isinstance(v, Value)):
+            cgs[1].keep_returned = False
+        return cgs[0], (cgs[1] if backward is not None else None)
+
+    def _compile(self, jobs):
         cgs = [CompiledGraph(fusion(shared_columns(gemm_updates(decompose(g))), rows=True),
                              fastmath=getattr(config, "fastmath", False), donate=d, warm=False) for g, d in jobs]
         warm_kernels(cgs)

@@ -10,10 +10,12 @@
 numba.cuda is imported only when CUDA is used (importing this package imports nothing from numba).
 """
 
+from .. import Backend
+
 __all__ = ["NumbaCudaBackend"]
 
 
-class NumbaCudaBackend:
+class NumbaCudaBackend(Backend):
     name = "numba_cuda"
 
     def compile(self, graph):
@@ -23,7 +25,7 @@ class NumbaCudaBackend:
         return CompiledCudaGraph(fusion(decompose(graph)))
 
 
-class CudaInterpreter:
+class CudaInterpreter(Backend):
     """The reference interpreter on cuda: every node through the eager device dispatcher, no fusion."""
     name = "interpreter"
 
