@@ -35,7 +35,7 @@ def np_layernorm(x, w, b):
 
 def _numba_kernels():
     import numba
-    from kernels.cpu import vmath      # vectorizable exp (the pip llvmlite has no SVML for math.exp)
+    from tracejit.kernels.cpu import vmath      # vectorizable exp (the pip llvmlite has no SVML for math.exp)
 
     @numba.njit(fastmath=True, cache=False)
     def softmax_rows(x, out):

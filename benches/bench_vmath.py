@@ -1,4 +1,4 @@
-"""Benchmark kernels.cpu.vmath against numpy and against numba + libm.
+"""Benchmark tracejit.kernels.cpu.vmath against numpy and against numba + libm.
 
 For exp, tanh, sigmoid and log on N float32 values (default 4M) it times
 
@@ -15,7 +15,7 @@ Usage:  python benches/bench_vmath.py [--n 4194304] [--repeat 21]
                                       [--dtype float32|float64] [--cpu-time]
                                       [--isa 512,256,128]
 
-The header names the vector instruction set the loops are compiled for (kernels.cpu.vector_info()).
+The header names the vector instruction set the loops are compiled for (tracejit.kernels.cpu.vector_info()).
 ``--isa`` runs the benchmark once per TRACEJIT_VECTOR_BITS value the CPU has (512: AVX-512, 256: AVX2,
 128: SSE4.2), each in its own process. ``--cpu-time`` times by the process's CPU time (a shared machine's waits
 for a core not counted); ``--n 16384`` keeps the data in L1/L2 (compute, not memory, is timed).
@@ -35,7 +35,7 @@ if ROOT not in sys.path:
 
 from numba import njit  # noqa: E402
 
-from kernels.cpu import vmath  # noqa: E402
+from tracejit.kernels.cpu import vmath  # noqa: E402
 
 
 def make_kernels(dtype):
@@ -169,7 +169,7 @@ def main():
     kernels = make_kernels(dtype)
     tol = 4.0  # ulps; numpy's own float32 SIMD exp/log are up to ~3.5 ulp off
 
-    from kernels.cpu import vector_info
+    from tracejit.kernels.cpu import vector_info
     vi = vector_info()
     print(f"vmath bench: n={args.n} {args.dtype}, median of {args.repeat} "
           f"runs ({'CPU' if args.cpu_time else 'wall'} time), numba {__import__('numba').__version__}, "

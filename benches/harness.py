@@ -37,8 +37,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 # tracejit's numba settings (OpenMP workers that sleep soon, the vector width) before pin_threads() starts
 # numba's threads or torch loads its own OpenMP: as in a user's process that imports tracejit first
-import kernels.cpu  # noqa: E402,F401
-from kernels.cpu.blas import blas_threads  # noqa: E402
+import tracejit.kernels.cpu  # noqa: E402,F401
+from tracejit.kernels.cpu.blas import blas_threads  # noqa: E402
 
 # What the command line chose; benchmarks read it (their run() only takes `quick`).
 CONFIG = {
@@ -433,7 +433,7 @@ def machine():
     except Exception:
         pass
     try:          # what numba compiles tracejit's kernels for (TRACEJIT_VECTOR_BITS, NUMBA_CPU_*)
-        info.update(kernels.cpu.vector_info())
+        info.update(tracejit.kernels.cpu.vector_info())
     except Exception:
         pass
     return info

@@ -243,3 +243,16 @@ def test_graph_users_and_replace_all_uses_with():
     out = run(g, [x0])
     np.testing.assert_allclose(out[0], x0 * x0 + x0)
     np.testing.assert_array_equal(out[1], x0)
+
+
+def test_pyproject_installs_every_package_and_kernels_inside_tracejit():
+    import tomllib
+    conf = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"tracejit." + ".".join(p.parent.relative_to(ROOT).parts) if p.parent != ROOT else "tracejit"
+               for p in ROOT.rglob("__init__.py")}
+    kernels = ROOT.parent / "kernels"
+    folders |= {".".join(("tracejit", "kernels") + p.parent.relative_to(kernels).parts)
+                for p in kernels.rglob("__init__.py")}
+    assert set(conf["packages"]) == folders
+    assert conf["package-dir"] == {"tracejit.kernels": "kernels"}
+    assert not any(p == "kernels" or p.startswith("kernels.") for p in conf["packages"])    # no top-level name

@@ -7,7 +7,7 @@ import tracejit
 
 def test_set_num_threads_sets_blas_and_numba_and_rejects_bad_counts():
     import numba
-    from kernels.cpu.blas import blas_threads
+    from tracejit.kernels.cpu.blas import blas_threads
     before_blas, before = blas_threads(), numba.get_num_threads()
     try:
         tracejit.set_num_threads(1)

@@ -4,7 +4,29 @@
 """
 __version__ = "0.1.0"
 
-import numpy as _np
+
+def _kernels_beside():
+    """The hand-written numba kernels are the package `tracejit.kernels`. pyproject.toml installs the top-level
+    `kernels/` folder there; run from the source tree (or an editable install), it is registered from the folder
+    beside this package, before anything imports it."""
+    import importlib.util
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(os.path.dirname(here), "kernels")
+    if os.path.isdir(os.path.join(here, "kernels")) or not os.path.isfile(os.path.join(src, "__init__.py")):
+        return
+    spec = importlib.util.spec_from_file_location(__name__ + ".kernels", os.path.join(src, "__init__.py"),
+                                                  submodule_search_locations=[src])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    setattr(sys.modules[__name__], "kernels", mod)
+
+
+_kernels_beside()
+
+import numpy as _np  # noqa: E402
 
 from . import _malloc
 _malloc.tune()
@@ -134,7 +156,7 @@ def set_num_threads(n):
     if isinstance(n, builtins.bool) or not isinstance(n, (builtins.int, _np.integer)) or n < 1:
         raise RuntimeError(f"set_num_threads expects a positive integer, got {n!r}")
     n = builtins.int(n)
-    from kernels.cpu.blas import blas_threads     # (kernels.cpu first: its numba settings precede numba's pool)
+    from tracejit.kernels.cpu.blas import blas_threads     # (tracejit.kernels.cpu first: its numba settings precede numba's pool)
     blas_threads(n)
     import numba
     numba.set_num_threads(builtins.min(n, numba.config.NUMBA_NUM_THREADS))
@@ -146,7 +168,7 @@ def get_num_threads():
     if "numba" in _sys.modules:
         import numba
         return numba.get_num_threads()
-    from kernels.cpu.blas import blas_threads
+    from tracejit.kernels.cpu.blas import blas_threads
     return blas_threads() or 1
 
 

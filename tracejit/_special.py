@@ -2,10 +2,10 @@
 
 
 def erf(x):
-    from kernels.cpu.special import erf as _erf
+    from tracejit.kernels.cpu.special import erf as _erf
     return _erf(x)
 
 
 def erfinv(x):
-    from kernels.cpu.special import erfinv_newton
+    from tracejit.kernels.cpu.special import erfinv_newton
     return erfinv_newton(x)

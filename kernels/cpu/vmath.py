@@ -15,7 +15,7 @@ How generated code uses it
 --------------------------
 ::
 
-    from kernels.cpu import vmath
+    from tracejit.kernels.cpu import vmath
 
     @numba.njit(cache=True)
     def kern(x, out):

@@ -24,7 +24,7 @@ def take_kernel(dt):
         while i < n:
             out[oo + i] = x[offs[i]]
             i += step
-    return tag(k, "kernels.cuda.index", "take_kernel", np.dtype(dt).str)
+    return tag(k, "tracejit.kernels.cuda.index", "take_kernel", np.dtype(dt).str)
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,7 +46,7 @@ def put_kernel(dt, accumulate):
             while i < n:
                 x[offs[i]] = v[vo + i]
                 i += step
-    return tag(k, "kernels.cuda.index", "put_kernel", np.dtype(dt).str, accumulate)
+    return tag(k, "tracejit.kernels.cuda.index", "put_kernel", np.dtype(dt).str, accumulate)
 
 
 def take(x, offs, out, oo, n):
@@ -95,7 +95,7 @@ def along_dim_kernel(dt, idt, mode):
                 else:
                     cuda.atomic.add(x, xp, T(src[sp]))
             i += step
-    return tag(k, "kernels.cuda.index", "along_dim_kernel", np.dtype(dt).str, np.dtype(idt).str, mode)
+    return tag(k, "tracejit.kernels.cuda.index", "along_dim_kernel", np.dtype(dt).str, np.dtype(idt).str, mode)
 
 
 MODES = {"gather": 0, "scatter": 1, "scatter_add": 2}
@@ -124,7 +124,7 @@ def tri_kernel(dt, upper):
             keep = d >= kk if upper else d <= kk
             out[i] = x[xo + i] if keep else zero
             i += step
-    return tag(k, "kernels.cuda.index", "tri_kernel", np.dtype(dt).str, upper)
+    return tag(k, "tracejit.kernels.cuda.index", "tri_kernel", np.dtype(dt).str, upper)
 
 
 def tri(x, xo, out, R, C, k, n, upper):

@@ -89,7 +89,7 @@ def matmul_kernel(dt, tiles=TILES):
                     if cc < N:
                         c[base + r * N + cc] = acc[i, j]
 
-    return tag(k, "kernels.cuda.matmul", "matmul_kernel", np.dtype(dt).str, list(tiles))
+    return tag(k, "tracejit.kernels.cuda.matmul", "matmul_kernel", np.dtype(dt).str, list(tiles))
 
 
 def matmul(a, aoffs, as0, as1, b, boffs, bs0, bs1, c, batch, M, N, K):

@@ -83,7 +83,7 @@ def row_kernel(kind, in_dt, acc_dt, out_dt, tpb=TPB):
             cuda.syncthreads()          # sm is reused by the next row
             row += cuda.gridDim.x
 
-    return tag(k, "kernels.cuda.reduce", "row_kernel", kind, np.dtype(in_dt).str, np.dtype(acc_dt).str,
+    return tag(k, "tracejit.kernels.cuda.reduce", "row_kernel", kind, np.dtype(in_dt).str, np.dtype(acc_dt).str,
                np.dtype(out_dt).str, tpb)
 
 
@@ -146,7 +146,7 @@ def arg_kernel(is_max, dt, tpb=TPB):
             cuda.syncthreads()
             row += cuda.gridDim.x
 
-    return tag(k, "kernels.cuda.reduce", "arg_kernel", is_max, np.dtype(dt).str, tpb)
+    return tag(k, "tracejit.kernels.cuda.reduce", "arg_kernel", is_max, np.dtype(dt).str, tpb)
 
 
 def arg_rows(is_max, x, xo, M, K, vals, idx):

@@ -78,7 +78,7 @@ def softmax_kernel(log, dt, tpb=TPB):
                     j += tpb
             row += cuda.gridDim.x
 
-    return tag(k, "kernels.cuda.softmax", "softmax_kernel", log, np.dtype(dt).str, tpb)
+    return tag(k, "tracejit.kernels.cuda.softmax", "softmax_kernel", log, np.dtype(dt).str, tpb)
 
 
 def softmax_rows(x, xo, M, K, out, oo, log=False):

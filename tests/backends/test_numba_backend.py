@@ -540,7 +540,7 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     """`W - lr * X.T @ dZ` is one BLAS call adding the product into W's own array (gemm_acc, donated): the
     graph shows it, the numbers are the interpreter's, nothing is copied back; an update whose product reads W
     itself still computes the right thing (BLAS refuses C aliasing an operand; the node works on a copy)."""
-    from kernels.cpu.blas import _load
+    from tracejit.kernels.cpu.blas import _load
     from tracejit.tracing import trace as T
     copies = []
     copy_back = T._copy_back
@@ -601,7 +601,7 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     assert "gemm_acc" in runs["numba"][2].graph.text()
 
     # without numpy's OpenBLAS (another numpy build) the node computes with numpy: the same numbers
-    import kernels.cpu.blas as blas
+    import tracejit.kernels.cpu.blas as blas
     monkeypatch.setattr(blas, "_FUNCS", {})
     wn, wi = (tracejit.tensor(w0.copy(), requires_grad=True) for _ in range(2))
     fn, fi = (tracejit.trace(lambda x, w=w: step(x, w), backend=b) for w, b in ((wn, "numba"), (wi, "interpreter")))

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kernels.cpu.blas import blas_threads
+from tracejit.kernels.cpu.blas import blas_threads
 
 ENV_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
             "PJRT_NPROC")    # harness.try_jax sets it (the jax CPU client's thread count)

@@ -171,8 +171,8 @@ def test_bench_records_the_cpu_and_compares_with_an_earlier_run(tmp_path, monkey
     js = tmp_path / "then.json"
     assert B.run_suite(["fake"], quick=True, json_path=str(js)) == 0
     out = capsys.readouterr().out
-    import kernels.cpu
-    info = kernels.cpu.vector_info()
+    import tracejit.kernels.cpu
+    info = tracejit.kernels.cpu.vector_info()
     assert f"(LLVM host CPU {info['llvm_cpu']}, {info['isa']} {info['vector_bits']}-bit vectors)" in out
     doc = json.loads(js.read_text())
     assert {k: doc["machine"][k] for k in info} == info and doc["machine"]["cpu"]

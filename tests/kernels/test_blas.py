@@ -1,8 +1,8 @@
-"""kernels.cpu.blas.gemm_acc against numpy: C = alpha * A @ B + beta * C in place, or False and C untouched."""
+"""tracejit.kernels.cpu.blas.gemm_acc against numpy: C = alpha * A @ B + beta * C in place, or False and C untouched."""
 import numpy as np
 import pytest
 
-from kernels.cpu.blas import _load, gemm_acc
+from tracejit.kernels.cpu.blas import _load, gemm_acc
 
 pytestmark = pytest.mark.skipif(not _load(), reason="numpy's OpenBLAS cblas not found (another numpy build)")
 

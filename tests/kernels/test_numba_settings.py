@@ -1,4 +1,4 @@
-"""kernels.cpu asks LLVM for 512-bit vectors on the Intel cores where they pay and OpenMP for short spinning,
+"""tracejit.kernels.cpu asks LLVM for 512-bit vectors on the Intel cores where they pay and OpenMP for short spinning,
 and leaves what the user set alone; TRACEJIT_VECTOR_BITS forces each vector instruction set the host has, and
 generated kernels compute the same numbers in each."""
 import json
@@ -16,7 +16,7 @@ if sys.argv[1] == "numba first":            # the user compiled numba code befor
     import numba
     numba.njit(lambda x: x + 1)(1)
 import llvmlite.binding as ll
-import kernels.cpu
+import tracejit.kernels.cpu
 from numba.core import config
 import os
 print(json.dumps({"cpu": ll.get_host_cpu_name(), "avx512f": "+avx512f" in ll.get_host_cpu_features().flatten(),
@@ -34,7 +34,7 @@ def probe(order="kernels first", **env):
 
 
 def test_512_bit_vectors_only_on_the_listed_intel_cores():
-    from kernels.cpu import _CORES_512
+    from tracejit.kernels.cpu import _CORES_512
     r = probe()
     if r["cpu"] in _CORES_512 and r["avx512f"]:
         assert r["features"].endswith(",-prefer-256-bit") and "+avx512f" in r["features"]
@@ -60,7 +60,7 @@ def test_every_setting_on_any_host(monkeypatch):
     """What each TRACEJIT_VECTOR_BITS setting asks of LLVM, and what vector_info then reports, for an AVX-512 and
     an AVX2 CPU whatever this host is (the compiled code paths: test_each_vector_instruction_set...)."""
     from numba.core import config
-    from kernels.cpu import vector_features, vector_info
+    from tracejit.kernels.cpu import vector_features, vector_info
     spr, zen3 = _AVX512_HOST, _AVX2_HOST
     assert vector_features(spr, "auto", "sapphirerapids") == spr + ",-prefer-256-bit"
     assert vector_features(spr, "auto", "skylake-avx512") == spr            # LLVM's choice (256-bit) kept
@@ -89,7 +89,7 @@ def test_openmp_workers_spin_briefly_unless_the_user_chose():
 ISA_PROBE = r"""
 import json, math, sys
 import numpy as np
-import kernels.cpu
+import tracejit.kernels.cpu
 import tracejit
 from tracejit.backends.numba_cpu import codegen
 codegen.PAR_MIN = 1 << 62
@@ -122,7 +122,7 @@ for o, r, sc in zip(outs, refs, scale):
     ok = fin & (np.abs(r) > 1e-30)
     rel = float((np.abs(o[ok] - r[ok]) / (np.abs(r[ok]) if sc is None else sc[ok])).max())
     err.append((rel, same_special))
-print(json.dumps({"info": kernels.cpu.vector_info(), "err": err, "staged": any("for tt in" in k.code for k in ks),
+print(json.dumps({"info": tracejit.kernels.cpu.vector_info(), "err": err, "staged": any("for tt in" in k.code for k in ks),
                   "zmm": "zmm" in asm, "ymm": "ymm" in asm}))
 """
 

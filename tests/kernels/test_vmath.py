@@ -1,4 +1,4 @@
-"""Accuracy / edge-case / codegen tests of kernels.cpu.vmath.
+"""Accuracy / edge-case / codegen tests of tracejit.kernels.cpu.vmath.
 
 Every check runs the helpers inside an njit loop generated from source text,
 the way tracejit's code generator emits them (``vmath.<name>(x[i])``).
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kernels.cpu import vmath  # noqa: E402
+from tracejit.kernels.cpu import vmath  # noqa: E402
 
 UNARY = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf"]
 BINARY = ["maximum", "minimum"]
@@ -47,7 +47,7 @@ def _kernel(op, fastmath=False):
         args = "x[i], y[i]" if op in BINARY else "x[i]"
         src = textwrap.dedent(f"""
             from numba import njit
-            from kernels.cpu import vmath
+            from tracejit.kernels.cpu import vmath
 
             @njit(fastmath={fastmath!r}, error_model="numpy")
             def kern(x, y, out):
@@ -70,7 +70,7 @@ def run(op, x, y=None, fastmath=False):
 # one kernel computing every unary op (checks caller fastmath flags)
 _ALL_SRC = textwrap.dedent("""
     from numba import njit
-    from kernels.cpu import vmath
+    from tracejit.kernels.cpu import vmath
 
     @njit(fastmath=FASTMATH)
     def kern_all(x, out):
@@ -422,7 +422,7 @@ def test_loops_vectorize(dtype):
 
 _GEN_SRC = textwrap.dedent("""
     from numba import njit
-    from kernels.cpu import vmath
+    from tracejit.kernels.cpu import vmath
 
     @njit(cache=True, fastmath={"reassoc", "contract"}, error_model="numpy")
     def kern(x, out):
@@ -505,7 +505,7 @@ def test_expshift_is_exp_on_nonpositive_arguments(dtype):
 
 
 def test_row_max_min_propagate_nan_and_vectorize():
-    from kernels.cpu.rows import rmax, rmin
+    from tracejit.kernels.cpu.rows import rmax, rmin
     rng = np.random.default_rng(6)
     for dtype in DTYPES:
         for n in (1, 7, 16, 1000, 1031):

@@ -83,7 +83,7 @@ def test_conv2d_bias_errors():
 @pytest.mark.parametrize("shape", [(2, 3, 8, 6), (1, 2, 7, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
-    from kernels.cpu.pool import max_pool2d, max_pool2d_2x2
+    from tracejit.kernels.cpu.pool import max_pool2d, max_pool2d_2x2
     x = np.random.standard_normal(shape).astype(dtype)
     x.flat[::7] = np.nan            # NaN wins (the last one in a window)
     x.flat[3::11] = -np.inf
@@ -108,7 +108,7 @@ def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
 def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked):
     """The weight gradient's product runs in the orientation and chunks that OpenBLAS is fastest for; every
     form gives the float64 reference (the chunked cases have N*H*W > WGRAD_CHUNK positions)."""
-    from kernels.cpu.conv import WGRAD_CHUNK, columns, weight_grad_from_columns
+    from tracejit.kernels.cpu.conv import WGRAD_CHUNK, columns, weight_grad_from_columns
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, C, H, H)).astype(np.float32)
     g = rng.standard_normal((N, O, H, H)).astype(np.float32)

@@ -83,7 +83,7 @@ def _file_hash(path):
 def _helper_files():
     """The runtime helper modules generated kernels call (numba's cache key does not cover them)."""
     files = []
-    for mod in ("kernels.cpu.vmath", "kernels.cpu.rows"):
+    for mod in ("tracejit.kernels.cpu.vmath", "tracejit.kernels.cpu.rows"):
         try:
             spec = importlib.util.find_spec(mod)
             if spec is not None and spec.origin and os.path.isfile(spec.origin):
@@ -281,9 +281,9 @@ def load_module(source, kind="k"):
 def _recovering_numba():
     """numba's cache, made to recover from bad files (kernels/cpu/__init__.py, which installs it on import; the
     generated kernels import the runtime helpers there anyway): each bad file counts in numba_cache_errors."""
-    import kernels.cpu
-    if _note_cache_error not in kernels.cpu.ON_DISCARD:
-        kernels.cpu.ON_DISCARD.append(_note_cache_error)
+    import tracejit.kernels.cpu
+    if _note_cache_error not in tracejit.kernels.cpu.ON_DISCARD:
+        tracejit.kernels.cpu.ON_DISCARD.append(_note_cache_error)
 
 
 def _exec_module(name, path, source):
@@ -330,7 +330,7 @@ def _harden(disp):
     """Checksum a generated kernel's numba data files and load its cache without numba's context refresh. (A bad
     cache file is discarded and the kernel compiled again, and a failed save never fails the call, by the recovery
     kernels/cpu/__init__.py installs on numba's cache classes: Cache._load_overload, which the load below calls,
-    and Cache.save_overload. Each discarded file counts in numba_cache_errors, through kernels.cpu.ON_DISCARD.)"""
+    and Cache.save_overload. Each discarded file counts in numba_cache_errors, through tracejit.kernels.cpu.ON_DISCARD.)"""
     cache = getattr(disp, "_cache", None)
     cf = getattr(cache, "_cache_file", None)
     if cache is None or cf is None or getattr(cache, "_tj_hardened", False):

@@ -2,7 +2,7 @@
 
 Each helper is a factory `(T, primitives...) -> function`: `T` casts to the compute dtype (the argument's numba
 type in a CPU `@overload`, a numpy scalar type for CUDA: a bare float literal would promote float32 work to
-float64) and the primitives are the target's math (`kernels.cpu.vmath`'s vectorizable functions on the CPU, the
+float64) and the primitives are the target's math (`tracejit.kernels.cpu.vmath`'s vectorizable functions on the CPU, the
 per-dtype device functions of `numba_cuda/rt.py` on CUDA). `numba_cpu/rt.py` returns the functions from its
 overloads (inlined into the fused loop); `numba_cuda/rt.py` compiles them with `cuda.jit(device=True)`.
 Both runtimes' disk-cache keys cover this file.

@@ -37,7 +37,7 @@ def _check_float(x, what):
 # ----------------------------------------------------------------------------- convolution
 
 def _conv_meta(x, w, b=None, *, stride, padding, dilation, groups):
-    from kernels.cpu.conv import conv_out_size
+    from tracejit.kernels.cpu.conv import conv_out_size
     _check_pair(x, w, "conv2d")
     N, C, H, W = x.shape
     O, Cg, kh, kw = w.shape
@@ -67,7 +67,7 @@ def _av(a):
 
 
 def _conv_impl(x, w, b=None, *, stride, padding, dilation, groups):
-    from kernels.cpu.conv import conv2d_forward
+    from tracejit.kernels.cpu.conv import conv2d_forward
     # eager runs impl only: check shapes here
     _conv_meta(_av(x), _av(w), None if b is None else _av(b), stride=stride, padding=padding, dilation=dilation,
                groups=groups)
@@ -96,7 +96,7 @@ def _conv_vjp(c, g):
 
 
 def _bwd_input_impl(g, w, input_shape, stride, padding, dilation, groups):
-    from kernels.cpu.conv import conv2d_input_grad
+    from tracejit.kernels.cpu.conv import conv2d_input_grad
     dt = g.dtype
     return _layout(conv2d_input_grad(_float_kernel_dtype(g), _float_kernel_dtype(w), input_shape, stride, padding,
                                      dilation, groups).astype(dt, copy=False), g, w)
@@ -123,7 +123,7 @@ def _crop(y, shape):
 
 
 def _bwd_weight_impl(x, g, weight_shape, stride, padding, dilation, groups):
-    from kernels.cpu.conv import conv2d_weight_grad
+    from tracejit.kernels.cpu.conv import conv2d_weight_grad
     dt = x.dtype
     return _layout(conv2d_weight_grad(_float_kernel_dtype(x), _float_kernel_dtype(g), weight_shape, stride, padding,
                                       dilation, groups).astype(dt, copy=False), x, g)
@@ -225,7 +225,7 @@ def _pool_geom_check(x, kernel, stride, padding, dilation, name):
 
 
 def _max_meta(x, kernel, stride, padding, dilation, ceil_mode):
-    from kernels.cpu.pool import pool_out_size
+    from tracejit.kernels.cpu.pool import pool_out_size
     _pool_geom_check(x, kernel, stride, padding, dilation, "max_pool2d")
     N, C, H, W = x.shape
     OH = pool_out_size(H, kernel[0], stride[0], padding[0], dilation[0], ceil_mode)
@@ -236,7 +236,7 @@ def _max_meta(x, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _max_impl(x, kernel, stride, padding, dilation, ceil_mode):
-    from kernels.cpu.pool import max_pool2d, max_pool2d_2x2
+    from tracejit.kernels.cpu.pool import max_pool2d, max_pool2d_2x2
     shape = _max_meta(_av(x), kernel, stride, padding, dilation, ceil_mode)[0].shape
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(shape, xx.dtype)
@@ -258,7 +258,7 @@ def _max_vjp(c, g, _gi=None):
 
 
 def _max_bwd_impl(g, idx, input_shape):
-    from kernels.cpu.pool import max_pool2d_backward
+    from tracejit.kernels.cpu.pool import max_pool2d_backward
     N, C, H, W = input_shape
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty((N, C, H * W), gg.dtype)
@@ -291,7 +291,7 @@ def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 # ----------------------------------------------------------------------------- average pooling
 
 def _avg_meta(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    from kernels.cpu.pool import pool_out_size
+    from tracejit.kernels.cpu.pool import pool_out_size
     _pool_geom_check(x, kernel, stride, padding, (1, 1), "avg_pool2d")
     N, C, H, W = x.shape
     OH = pool_out_size(H, kernel[0], stride[0], padding[0], 1, ceil_mode)
@@ -307,7 +307,7 @@ def _avg_args(kernel, stride, padding, count_include_pad, divisor_override):
 
 
 def _avg_impl(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    from kernels.cpu.pool import avg_pool2d
+    from tracejit.kernels.cpu.pool import avg_pool2d
     shape = _avg_meta(_av(x), kernel, stride, padding, ceil_mode, count_include_pad,
                       divisor_override).shape
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
@@ -321,7 +321,7 @@ def _avg_vjp(c, g):
 
 
 def _avg_bwd_impl(g, input_shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    from kernels.cpu.pool import avg_pool2d_backward
+    from tracejit.kernels.cpu.pool import avg_pool2d_backward
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty(input_shape, gg.dtype)
     avg_pool2d_backward(gg, *_avg_args(kernel, stride, padding, count_include_pad, divisor_override), out)
@@ -361,7 +361,7 @@ def _adaptive_meta(x, output_size):
 
 
 def _adaptive_impl(x, output_size):
-    from kernels.cpu.pool import adaptive_avg_pool2d
+    from tracejit.kernels.cpu.pool import adaptive_avg_pool2d
     _adaptive_meta(_av(x), output_size)
     xx = np.ascontiguousarray(_float_kernel_dtype(x))
     out = np.empty(tuple(x.shape[:2]) + tuple(output_size), xx.dtype)
@@ -370,7 +370,7 @@ def _adaptive_impl(x, output_size):
 
 
 def _adaptive_bwd_impl(g, input_shape):
-    from kernels.cpu.pool import adaptive_avg_pool2d_backward
+    from tracejit.kernels.cpu.pool import adaptive_avg_pool2d_backward
     gg = np.ascontiguousarray(_float_kernel_dtype(g))
     out = np.empty(input_shape, gg.dtype)
     adaptive_avg_pool2d_backward(gg, out)

@@ -101,7 +101,7 @@ class Adam(Optimizer):
                                                for t in (p, g, m, v)):
                     return False
                 todo.append((group, p, g, m, v, state["step"]))
-        from kernels.cpu.optim import adam_update
+        from tracejit.kernels.cpu.optim import adam_update
         for group, p, g, m, v, step_t in todo:
             beta1, beta2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]

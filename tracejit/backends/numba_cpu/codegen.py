@@ -293,7 +293,7 @@ def generate(node, name, fastmath=False):
     kernels = [kernel_fn("kernel", "range", base)]
     if parallel_ok:
         kernels.append(kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
-    imports = ["from kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
+    imports = ["from tracejit.kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
     if mode == "chunks":
         consts["CHUNK"] = ("CHUNK", CHUNK)
     if plan is not None:

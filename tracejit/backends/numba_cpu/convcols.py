@@ -9,7 +9,7 @@ as before.
 """
 import numpy as np
 
-from kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
+from tracejit.kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter

@@ -8,7 +8,7 @@ and before fusion; the interpreter backend keeps the plain ops as the reference.
 """
 import numpy as np
 
-from kernels.cpu.blas import gemm_acc
+from tracejit.kernels.cpu.blas import gemm_acc
 from ...ir.graph import Value
 from ...ops.registry import OPS, AVal, Op
 from ...passes.rewrite import Rewriter, use_counts

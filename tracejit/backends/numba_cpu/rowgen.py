@@ -5,7 +5,7 @@ before and after them (layer norm, the losses, their backward), become one kerne
 over rows (prange for large inputs: rows are independent, nothing is shared); inside a row there is one
 loop over the inner positions per reduction level: `x - max(x)` needs the row's max, so it is computed in
 the loop after the one that finds the max. Each loop writes the operand of its reductions to a scratch
-row (small, in L1) that `kernels.cpu.rows` then reduces with vectorized loops; softmax's exp stays in
+row (small, in L1) that `tracejit.kernels.cpu.rows` then reduces with vectorized loops; softmax's exp stays in
 its scratch row for the output loop, or is written straight into the output row when the softmax is an
 output, and scaled there. The softmax family over an input's rows finds the next row's max inside this
 row's exp loop (software pipelining: the max is a memory-bound pass, the exp a compute-bound one; 4096x1024
@@ -203,7 +203,7 @@ def generate_rows(node, name, fastmath=False):
              f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
     code = module_code(consts, [kernel_fn("kernel", "range", base),
                                 kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                       ["from kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
+                       ["from tracejit.kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
     ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params,
                       [(dt, N) for _, dt in scratch])
     ks.parallel_ok = R > 1

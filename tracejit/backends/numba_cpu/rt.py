@@ -4,7 +4,7 @@ Generated kernel modules do `from tracejit.backends.numba_cpu.rt import *`. Each
 semantics for the argument types the code generator passes (it casts the operands of each op to the op's
 compute dtype first), and keeps float32 in float32: typed constants (`T(0.5)`, T the numba type of the
 argument) instead of bare float literals, which would promote to float64. The transcendental functions
-come from `kernels.cpu.vmath` (polynomial, vectorizable: the pip numba has no SVML, and a libm call in the
+come from `tracejit.kernels.cpu.vmath` (polynomial, vectorizable: the pip numba has no SVML, and a libm call in the
 loop blocks SIMD of the whole fused loop).
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from kernels.cpu import vmath
+from tracejit.kernels.cpu import vmath
 
 from .. import scalar_rt as S
 

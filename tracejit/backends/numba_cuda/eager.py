@@ -131,7 +131,7 @@ def load(ins, outs, nodes, name, params=False, header=()):
     ks = generate(ins, outs, nodes, name, params=params, header=header)
     mod = load_module(ks.source, "cuda")
     if not hasattr(mod, "tj_tagged"):
-        from kernels.cuda.launch import tag
+        from tracejit.kernels.cuda.launch import tag
         path = getattr(mod, "__file__", "")
         tag(mod.kernel_flat, "gen", path, "kernel_flat")
         tag(mod.kernel_nd, "gen", path, "kernel_nd")
@@ -152,7 +152,7 @@ def _bstrides(a, shape):
 
 def run(mod, ins, outs, params=()):
     """Launch an elementwise kernel module over device arrays (inputs broadcast to the outputs' shape)."""
-    from kernels.cuda.launch import launch1d
+    from tracejit.kernels.cuda.launch import launch1d
     shape = outs[0].shape
     n = outs[0].size
     if n == 0:

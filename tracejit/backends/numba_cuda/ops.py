@@ -139,7 +139,7 @@ def roll(x, shifts, dims):
 
 
 def _tri(x, k, upper):
-    from kernels.cuda.index import tri
+    from tracejit.kernels.cuda.index import tri
     if x.ndim < 2:
         raise RuntimeError(f"{'triu' if upper else 'tril'}: input tensor must have at least 2 dimensions")
     src = x if x.contiguous else x.copy()
@@ -170,7 +170,7 @@ def round_(x, decimals=0):
 # ----------------------------------------------------------------------------- reductions
 
 def _reduce(kind, x, dims, keepdim, out_dt, acc_dt, mean=False, out=None):
-    from kernels.cuda.reduce import reduce_rows
+    from tracejit.kernels.cuda.reduce import reduce_rows
     out_shape = tuple((1 if d in dims else s) for d, s in enumerate(x.shape)) if keepdim else \
         tuple(s for d, s in enumerate(x.shape) if d not in dims)
     if out is None:
@@ -238,7 +238,7 @@ def _ew(name, *args, **attrs):
 
 def _arg(is_max, x, dim):
     """(values, indices) of the max (min) over `dim` (None: all), keepdim shapes; NaN first, ties first."""
-    from kernels.cuda.reduce import arg_rows
+    from tracejit.kernels.cuda.reduce import arg_rows
     if dim is None:
         x = x.reshape((-1,))
         dim = 0
@@ -304,7 +304,7 @@ def _red_shape(x, dims, keepdim):
 # ----------------------------------------------------------------------------- softmax
 
 def _softmax(x, dim, log, out=None):
-    from kernels.cuda.softmax import softmax_rows
+    from tracejit.kernels.cuda.softmax import softmax_rows
     if x.ndim == 0:
         x1 = x.reshape((1,))
         return _softmax(x1, 0, log).reshape(())
@@ -341,7 +341,7 @@ def log_softmax(x, dim, out=None):
 
 @impl("matmul", out=True)
 def matmul(a, b, out=None):
-    from kernels.cuda.matmul import matmul as mm
+    from tracejit.kernels.cuda.matmul import matmul as mm
     aval = _meta("matmul", a, b)
     shape = aval.shape
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -428,7 +428,7 @@ def _key_offsets(x, key):
 
 @impl("index")
 def index(x, *idx, spec):
-    from kernels.cuda.index import take
+    from tracejit.kernels.cuda.index import take
     offs = _offsets(x, spec, idx)
     out = A.empty(offs.shape, x.dtype)
     take(x.buf, _upload_i64(offs.reshape(-1)), out.buf, 0, offs.size)
@@ -437,7 +437,7 @@ def index(x, *idx, spec):
 
 @impl("index_backward")
 def index_backward(g, *idx, shape, spec):
-    from kernels.cuda.index import put
+    from tracejit.kernels.cuda.index import put
     z = A.empty(shape, g.dtype)
     A.copy_into(z, 0)
     if not idx:
@@ -453,7 +453,7 @@ def index_backward(g, *idx, shape, spec):
 
 @impl("index_put")
 def index_put(x, v, *idx, spec, accumulate):
-    from kernels.cuda.index import put
+    from tracejit.kernels.cuda.index import put
     out = x.copy()
     if not idx:
         from ...ops.indexing import _resolve
@@ -473,7 +473,7 @@ def index_put(x, v, *idx, spec, accumulate):
 
 def _along_dim(mode, x, index, src, dim, out=None, check=True):
     from numba import cuda
-    from kernels.cuda.index import along_dim
+    from tracejit.kernels.cuda.index import along_dim
     r = index.ndim
     sst = src.st if type(src) is CudaArray and src.ndim else (0,) * r
 
@@ -537,7 +537,7 @@ def scatter(x, index, src, dim, reduce=None, _check=True):
 
 def setitem(x, key, value):
     """x[key] = value in place (eager, no autograd): a view copy, or a scatter by offsets for index arrays."""
-    from kernels.cuda.index import put
+    from tracejit.kernels.cuda.index import put
     key = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(k, (np.ndarray, CudaArray)) for k in key):
         x[key].copy_from(value)
