@@ -197,6 +197,9 @@ class AccumulateGrad(Node):
         super().__init__()
         self.variable = variable
 
+    def name(self):
+        return "torch::autograd::AccumulateGrad"      # PyTorch's name() of this node (its C++ name)
+
     def apply(self, grads):
         return ()
 

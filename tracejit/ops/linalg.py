@@ -1,5 +1,5 @@
 """Matrix products. One primitive, batched `matmul` (ndim >= 2, broadcast batch dims), and `einsum`;
-the 1-D cases, mm, bmm, dot, inner, outer, addmm are composed from them."""
+the 1-D cases, mm, bmm, dot, inner, outer are composed from them; `addmm` is an op that lowers to them."""
 import numpy as np
 
 from .. import _dtype as D
@@ -137,8 +137,62 @@ def _add_scaled(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
+# addmm is an op of its own (PyTorch's AddmmBackward0 node, with edges input, mat1, mat2: F.linear's graph); a
+# backend lowers it to matmul and the scaled add (`decompose`), so it needs no kernel
+def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
+    from .._out import _CATEGORY
+    from .shape_ops import expanded_shape
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if m.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
+    for name, a in (("self", input), ("mat1", mat1)):
+        if a.dtype is not mat2.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_CATEGORY[a.dtype.name]} and "
+                               f"{_CATEGORY[mat2.dtype.name]}")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+                           f"{mat2.shape[0]}x{mat2.shape[1]})")
+    shape = (mat1.shape[0], mat2.shape[1])
+    expanded_shape(tuple(input.shape), shape, f"torch.{_CATEGORY[input.dtype.name]}Tensor")
+    return AVal(shape, mat2.dtype)
+
+
+def _addmm_np(input, mat1, mat2, *, beta=1, alpha=1):
+    av = [AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)]
+    _addmm_meta(*av)
+    r = np.matmul(mat1, mat2)
+    if alpha != 1:
+        r = (r * alpha).astype(r.dtype, copy=False)
+    if beta == 0:           # input's values are ignored (nan and inf too), as in PyTorch
+        return r
+    return r + (input if beta == 1 else (input * beta).astype(input.dtype, copy=False))
+
+
+def _addmm_vjp(c, g):
+    _, a, b = c.inputs
+    beta, alpha = c.attrs.get("beta", 1), c.attrs.get("alpha", 1)
+    gi = (g if beta == 1 else g * beta) if c.edges[0] is not None else None
+    ga = apply(OPS["matmul"], g, _mT(b)) if c.edges[1] is not None else None
+    gb = apply(OPS["matmul"], _mT(a), g) if c.edges[2] is not None else None
+    if alpha != 1:
+        ga, gb = (None if x is None else x * alpha for x in (ga, gb))
+    return gi, ga, gb       # the engine sums input's broadcast dims back
+
+
+def _addmm_decompose(input, mat1, mat2, *, beta=1, alpha=1):
+    return _add_scaled(input, apply(OPS["matmul"], mat1, mat2), beta, alpha)
+
+
+defop("addmm", _addmm_np, _addmm_meta, _addmm_vjp, kind="matmul", saves="i", decompose=_addmm_decompose,
+      reads=lambda i, args: i > 0 and args[3 - i]._requires_grad)   # mat1 only for mat2's gradient, and back
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    return _add_scaled(input, mm(mat1, mat2), beta, alpha)
+    from .._tensor import Tensor
+    for i, (name, a) in enumerate((("input", input), ("mat1", mat1), ("mat2", mat2))):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"addmm(): argument '{name}' (position {i + 1}) must be Tensor, not {type(a).__name__}")
+    return apply(OPS["addmm"], input, mat1, mat2, beta=beta, alpha=alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):

@@ -270,16 +270,11 @@ def adjoint(input):
     return transpose(input, -2, -1)
 
 
-def expand(input, *sizes):
-    sizes = _shape_arg(sizes)
-    have = _shape_of(input)
-    if sizes == have:
-        return input
-    if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
-        return apply(OPS["expand"], input, shape=sizes)
+def expanded_shape(have, sizes, name):
+    """The shape `expand(sizes)` gives a tensor of shape `have` (dtype `name`), or PyTorch's error."""
     n, lead = len(sizes), len(sizes) - len(have)
     if lead < 0:
-        raise RuntimeError(f"expand({input.dtype.name}{{{list(have)}}}, size={list(sizes)}): the number of sizes "
+        raise RuntimeError(f"expand({name}{{{list(have)}}}, size={list(sizes)}): the number of sizes "
                            f"provided ({n}) must be greater or equal to the number of dimensions in the tensor "
                            f"({len(have)})")
     shape = []
@@ -294,7 +289,17 @@ def expand(input, *sizes):
                                f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
                                f"{list(have)}")
         shape.append(want)
-    shape = tuple(shape)
+    return tuple(shape)
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    have = _shape_of(input)
+    if sizes == have:
+        return input
+    if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
+        return apply(OPS["expand"], input, shape=sizes)
+    shape = expanded_shape(have, sizes, input.dtype.name)
     if shape == have:
         return input
     return apply(OPS["expand"], input, shape=shape)
