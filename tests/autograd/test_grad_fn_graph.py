@@ -25,6 +25,10 @@ SNIPPETS = [
     "F.linear(x, W, b)", "F.linear(x3, W, b)", "F.linear(w, W, b)", "F.linear(x, W, b[None])",
     "torch.addmm(b, x, W.t())", "torch.addmm(b, x, W.t(), beta=0.5, alpha=2)", "b.addmm(x, W.t(), beta=0)",
     "torch.nn.Linear(3, 4)(x3)",
+    # recorded under PyTorch's name: 1 - x is rsub(x, 1) (no edge for the number), 2 / x is x.reciprocal() * 2,
+    # square is pow(x, 2), bmm its own node, squeeze a new view even with no size-1 dim
+    "1 - x", "torch.rsub(x, 1)", "1 - x.exp()", "2 / x", "1.5 / x.exp()", "x.square()",
+    "torch.bmm(x3, x3.transpose(1, 2))", "x.squeeze()", "x.squeeze(0)", "x.squeeze((0, 1))",
 ]
 
 

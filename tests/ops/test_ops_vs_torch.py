@@ -1026,6 +1026,16 @@ def test_linalg_errors(fn, inputs, kw):
     helper_raises(fn, *inputs, **kw)
 
 
+def test_number_divided_by_tensor_as_torch():
+    """`c / x` is PyTorch's x.reciprocal() * c: the same float32 bits (c / x rounds once, and differs in the last
+    bit for some x), the same dtype for integer x."""
+    for a in (R(200, dtype=F32), I(6, low=1)):
+        for c in (3, 0.1, 7.0):
+            j, t = c / tracejit.tensor(a), c / torch.tensor(a)
+            assert _dtname(j.dtype) == _dtname(t.dtype)
+            np.testing.assert_array_equal(j.numpy(), t.numpy())
+
+
 def test_matmul_error_names_both_shapes():
     e = helper_raises(lambda a, b: a @ b, R(2, 3), R(4, 5))
     assert "2x3" in str(e) and "4x5" in str(e)

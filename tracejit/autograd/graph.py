@@ -113,7 +113,7 @@ class OpNode(Node):
         out = []
         for i, d in enumerate(self.dtypes):
             if d is None:       # a Python scalar or None
-                if not scalars:
+                if not (scalars(i) if callable(scalars) else scalars):
                     continue
             elif d is _BOOL or (not d.is_floating_point and not elementwise):
                 continue

@@ -90,7 +90,8 @@ def bmm(input, mat2):
         raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
-    return matmul(input, mat2)
+    from .shape_ops import _node_named
+    return _node_named(matmul(input, mat2), input, "BmmBackward0")   # one matmul node: PyTorch's bmm
 
 
 def mv(input, vec):

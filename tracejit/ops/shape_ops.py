@@ -326,9 +326,9 @@ def squeeze(input, dim=None):
         dims = (dim,) if isinstance(dim, int) else dim
         dims = {norm_dim(d, input.ndim) for d in dims}
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
-    if shape == tuple(input.shape):
-        return input
-    return _node_named(reshape(input, shape), input, "SqueezeBackward0" if dim is None else "SqueezeBackward1")
+    # a new view even when no dim has size 1 (as PyTorch: a node of its own); squeeze((0, 1)) is PyTorch's squeeze.dims
+    return _node_named(reshape(input, shape), input, "SqueezeBackward0" if dim is None else
+                       "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2")
 
 
 def unsqueeze(input, dim):
