@@ -28,7 +28,8 @@ SNIPPETS = [
     # recorded under PyTorch's name: 1 - x is rsub(x, 1) (no edge for the number), 2 / x is x.reciprocal() * 2,
     # square is pow(x, 2), bmm its own node, squeeze a new view even with no size-1 dim
     "1 - x", "torch.rsub(x, 1)", "1 - x.exp()", "2 / x", "1.5 / x.exp()", "x.square()",
-    "torch.bmm(x3, x3.transpose(1, 2))", "x.squeeze()", "x.squeeze(0)", "x.squeeze((0, 1))",
+    "torch.bmm(x3, x3.transpose(1, 2))", "torch.mv(x, w)", "x @ w", "torch.dot(w, x[0])", "x[1] @ x[0]",
+    "torch.vdot(x[0], w)", "x.squeeze()", "x.squeeze(0)", "x.squeeze((0, 1))",
 ]
 
 

@@ -76,6 +76,8 @@ CASES = {
     "scatter": (lambda x, s: torch.scatter_add(x, 1, torch.tensor([[0, 0], [1, 3], [2, 1]]), s), [N(3, 4), N(3, 2)]),
     "matmul": (lambda a, b: a @ b, [N(2, 3, 4), N(4, 5)]),
     "einsum": (lambda a, b: torch.einsum("bij,jk->bik", a, b), [N(2, 3, 4), N(4, 5)]),
+    "mv": (lambda a, v: torch.mv(a, v) + a @ v.exp(), [N(3, 4), N(4)]),
+    "dot": (lambda a, b: torch.dot(a, b) * a + a @ b.exp(), [N(4), N(4)]),
     "addmm": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0) + torch.addmm(c, a, b, beta=0), [N(5), N(3, 4), N(4, 5)]),
     "softmax": (lambda x: torch.softmax(x, 1) * torch.arange(4.0), [N(3, 4)]),
     "log_softmax": (lambda x: torch.log_softmax(x, 0) * torch.arange(4.0), [N(3, 4)]),

@@ -1,5 +1,5 @@
 """Matrix products. One primitive, batched `matmul` (ndim >= 2, broadcast batch dims), and `einsum`;
-the 1-D cases, mm, bmm, dot, inner, outer are composed from them; `addmm` is an op that lowers to them."""
+mm, bmm, inner, outer are composed from them; `addmm`, `mv`, `dot` are ops that lower to them."""
 import numpy as np
 
 from .. import _dtype as D
@@ -56,6 +56,8 @@ defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i",
 
 
 def matmul(input, other):
+    if other.ndim == 1 and input.ndim in (1, 2):        # PyTorch's matmul: dot and mv (their own nodes)
+        return dot(input, other) if input.ndim == 1 else mv(input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
@@ -94,17 +96,91 @@ def bmm(input, mat2):
     return _node_named(matmul(input, mat2), input, "BmmBackward0")   # one matmul node: PyTorch's bmm
 
 
+# mv and dot are ops of their own (PyTorch's MvBackward0 / DotBackward0, with an edge per operand); a backend lowers
+# them to a matmul between views (`decompose`)
+def _dtname(d):
+    from .._out import _CATEGORY
+    return _CATEGORY[d.name]
+
+
+def _mv_meta(mat, vec):
+    if mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {mat.ndim}, {vec.ndim}")
+    if mat.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({mat.shape[0]}), mat ({mat.shape[0]}x{mat.shape[1]}), vec "
+                           f"({vec.shape[0]})")
+    if mat.dtype is not vec.dtype:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_dtname(vec.dtype)}, "
+                           f"{_dtname(mat.dtype)}, and {_dtname(vec.dtype)}")
+    return AVal(mat.shape[:1], mat.dtype)
+
+
+def _dot_meta(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape != b.shape:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to have "
+                           f"the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtname(a.dtype)} and "
+                           f"{_dtname(b.dtype)}")
+    return AVal((), a.dtype)
+
+
+def _checked_np(meta):
+    def impl(a, b):
+        meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))   # PyTorch's errors
+        return np.asarray(np.matmul(a, b))
+    return impl
+
+
+def _mv_vjp(c, g):
+    from .shape_ops import reshape
+    mat, vec = c.inputs
+    gm = reshape(g, (-1, 1)) * reshape(vec, (1, -1)) if c.edges[0] is not None else None
+    return gm, apply(OPS["mv"], _mT(mat), g) if c.edges[1] is not None else None
+
+
+def _mv_decompose(mat, vec):
+    from .shape_ops import reshape
+    return reshape(apply(OPS["matmul"], mat, reshape(vec, (-1, 1))), mat.shape[:1])
+
+
+def _dot_decompose(a, b):
+    from .shape_ops import reshape
+    return reshape(apply(OPS["matmul"], reshape(a, (1, -1)), reshape(b, (-1, 1))), ())
+
+
+def _reads_other(i, args):
+    return args[1 - i]._requires_grad
+
+
+defop("mv", _checked_np(_mv_meta), _mv_meta, _mv_vjp, kind="matmul", saves="i", reads=_reads_other,
+      decompose=_mv_decompose)
+defop("dot", _checked_np(_dot_meta), _dot_meta, lambda c, g: (g * c.inputs[1], g * c.inputs[0]), kind="matmul",
+      saves="i", reads=_reads_other, decompose=_dot_decompose)
+
+
+def _tensor_args(fn, names, args):
+    from .._tensor import Tensor
+    for i, (name, a) in enumerate(zip(names, args)):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{fn}(): argument '{name}' (position {i + 1}) must be Tensor, not {type(a).__name__}")
+
+
 def mv(input, vec):
-    return matmul(input, vec)
+    _tensor_args("mv", ("input", "vec"), (input, vec))
+    return apply(OPS["mv"], input, vec)
 
 
 def dot(input, other):
-    if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    return matmul(input, other)
+    _tensor_args("dot", ("input", "tensor"), (input, other))
+    return apply(OPS["dot"], input, other)
 
 
-vdot = dot
+def vdot(input, other):
+    from .shape_ops import _node_named
+    return _node_named(dot(input, other), input, "VdotBackward0")     # real tensors: vdot is dot
 
 
 def inner(input, other):
@@ -189,10 +265,7 @@ defop("addmm", _addmm_np, _addmm_meta, _addmm_vjp, kind="matmul", saves="i", dec
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    from .._tensor import Tensor
-    for i, (name, a) in enumerate((("input", input), ("mat1", mat1), ("mat2", mat2))):
-        if not isinstance(a, Tensor):
-            raise TypeError(f"addmm(): argument '{name}' (position {i + 1}) must be Tensor, not {type(a).__name__}")
+    _tensor_args("addmm", ("input", "mat1", "mat2"), (input, mat1, mat2))
     return apply(OPS["addmm"], input, mat1, mat2, beta=beta, alpha=alpha)
 
 
