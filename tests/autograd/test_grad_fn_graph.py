@@ -4,9 +4,9 @@ import pytest
 import tracejit
 import tracejit.nn.functional as TF
 
-# Snippets whose graph (node class, name, and next_functions: node class per edge, output_nr) equals PyTorch's.
-# Composites that PyTorch runs as one kernel and tracejit builds from registry ops (linear with a bias, which
-# PyTorch records as AddmmBackward0, mse_loss, layer_norm, stack, split, ...) have a different graph.
+# Snippets whose whole graph (node class, name(), and next_functions: each edge's graph and output_nr, down to
+# the leaves) equals PyTorch's. Composites that PyTorch runs as one kernel and tracejit builds from registry ops
+# (mse_loss, layer_norm, stack, split, ...: README, "The autograd graph as PyTorch shows it") have a different graph.
 SNIPPETS = [
     "x * 2", "x * w", "x + 2", "x + w", "x - 1", "x / 2", "-x", "x ** 2", "x ** x", "x.pow(2)", "2 ** x",
     "x.T", "x.view(6)", "x.reshape(6)", "x[0]", "x[:, 1:]", "x.exp()", "x.relu()", "x.sum()", "x.sum(0)",
@@ -21,16 +21,30 @@ SNIPPETS = [
     "x.exp().exp()", "x.reciprocal()", "x.rsqrt()", "x.tril()", "x.erf()", "F.softplus(x)", "x.atan2(x)",
     "x.t()", "x.mT", "x.transpose(0, 1)", "x.unsqueeze(0)", "x[None]", "F.linear(x, W)", "3 * x", "2 + x",
     "3 * x ** 3 - x ** 2",
+    # composites PyTorch records as one node (AddmmBackward0, with edges bias, input, TBackward0 of the weight)
+    "F.linear(x, W, b)", "F.linear(x3, W, b)", "F.linear(w, W, b)", "F.linear(x, W, b[None])",
+    "torch.addmm(b, x, W.t())", "torch.addmm(b, x, W.t(), beta=0.5, alpha=2)", "b.addmm(x, W.t(), beta=0)",
+    "torch.nn.Linear(3, 4)(x3)",
+    # recorded under PyTorch's name: 1 - x is rsub(x, 1) (no edge for the number), 2 / x is x.reciprocal() * 2,
+    # square is pow(x, 2), bmm its own node, squeeze a new view even with no size-1 dim
+    "1 - x", "torch.rsub(x, 1)", "1 - x.exp()", "2 / x", "1.5 / x.exp()", "x.square()",
+    "torch.bmm(x3, x3.transpose(1, 2))", "torch.mv(x, w)", "x @ w", "torch.dot(w, x[0])", "x[1] @ x[0]",
+    "torch.vdot(x[0], w)", "x.squeeze()", "x.squeeze(0)", "x.squeeze((0, 1))",
 ]
+
+
+def _tree(fn):
+    """(class name, name(), [(edge's tree or None, output_nr)]): the whole graph down to the leaves."""
+    return (type(fn).__name__, fn.name(), [(_tree(f) if f is not None else None, nr) for f, nr in fn.next_functions])
 
 
 def _graph(torch, F, snippet):
     x = (torch.ones(2, 3) * 1.5).requires_grad_()
     w = torch.ones(3)
     W = torch.ones(4, 3, requires_grad=True)
-    g = eval(snippet, {"torch": torch, "F": F, "x": x, "w": w, "W": W}).grad_fn
-    return (type(g).__name__, g.name(),
-            [(type(f).__name__ if f is not None else None, nr) for f, nr in g.next_functions])
+    b = torch.ones(4, requires_grad=True)
+    x3 = torch.ones(5, 2, 3, requires_grad=True)
+    return _tree(eval(snippet, {"torch": torch, "F": F, "x": x, "w": w, "W": W, "b": b, "x3": x3}).grad_fn)
 
 
 @pytest.mark.parametrize("snippet", SNIPPETS)

@@ -77,7 +77,7 @@ def test_softmax_rows_with_infinities():
     close(torch.log_softmax(x.cuda(), 1), torch.log_softmax(x, 1))
 
 
-@pytest.mark.parametrize("case", ["2d", "transposed", "batched_broadcast", "vector"])
+@pytest.mark.parametrize("case", ["2d", "transposed", "batched_broadcast", "vector", "mv", "dot", "addmm", "linear_3d"])
 def test_matmul(case):
     if case == "2d":
         _same(lambda a, b: a @ b, _pair(5, 6), _pair(6, 3, seed=1))
@@ -85,8 +85,17 @@ def test_matmul(case):
         _same(lambda a, b: a @ b.t(), _pair(5, 6), _pair(3, 6, seed=1))
     elif case == "batched_broadcast":
         _same(lambda a, b: a @ b, _pair(2, 1, 3, 4), _pair(3, 4, 2, seed=1))
-    else:
+    elif case == "vector":
         _same(lambda a, b: a @ b, _pair(4), _pair(4, 3, seed=1))
+    elif case == "mv":          # mv, dot, addmm are ops with a `decompose` rule: on cuda their parts run
+        _same(lambda a, b: torch.mv(a, b), _pair(5, 4), _pair(4, seed=1))
+    elif case == "dot":
+        _same(lambda a, b: torch.dot(a, b) * a, _pair(4), _pair(4, seed=1))
+    elif case == "addmm":
+        _same(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), _pair(3, seed=2), _pair(5, 4), _pair(4, 3, seed=1))
+    else:
+        _same(lambda x, w, b: torch.nn.functional.linear(x, w, b), _pair(2, 5, 4), _pair(3, 4, seed=1),
+              _pair(3, seed=2))
     i = torch.tensor([[1, 2], [3, 4]])
     close(i.cuda() @ i.cuda(), i @ i)
 

@@ -147,6 +147,9 @@ CASES = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "to_memory_format": (lambda x: x.contiguous(memory_format=tj.channels_last) * x, [N(2, 3, 2, 2)]),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True) ** 2, [N(3, 2, 2, 3), N(2), N(2)]),
+    "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0) ** 2, [N(3), N(2, 4), N(4, 3)]),
+    "mv": (lambda a, v: tj.mv(a, v) ** 2, [N(3, 4), N(4)]),
+    "dot": (lambda a, b: tj.dot(a, b) ** 2, [N(4), N(4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [N(1, 2, 5, 4)]),
     "nll_loss": (lambda x: F.nll_loss(x, tj.tensor([1, 0, 2, 3, 1]), weight=_W4, ignore_index=3), [N(5, 4)]),
@@ -173,7 +176,6 @@ COMPOSED = {
     "take_along_dim": (lambda x: tj.take_along_dim(x, x.argsort(1), 1) * tj.arange(3.0), [N(2, 3)]),
     "index_add": (lambda x, s: x.index_add(0, tj.tensor([2, 0, 2]), s, alpha=2.0), [N(3, 2), N(3, 2)]),
     "masked_fill": (lambda x, v: x.masked_fill(x > 0, v), [N(3, 4), C(1.5)]),
-    "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0), [N(3), N(2, 4), N(4, 3)]),
     "outer_inner_dot": (lambda a, b: tj.outer(a, b).sum(0) + tj.inner(a, b) + tj.dot(a, b), [N(3), N(3)]),
     "normalize": (lambda x: F.normalize(x, dim=1), [N(2, 3)]),
     "hardswish_mish": (lambda x: F.hardswish(x * 4) + F.mish(x), [N(5)]),
@@ -219,7 +221,7 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
             "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss",
-            "scaled_dot_product_attention", "batch_norm"]
+            "scaled_dot_product_attention", "batch_norm", "addmm", "mv", "dot"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs

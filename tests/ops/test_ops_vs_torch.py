@@ -1681,3 +1681,81 @@ def test_broadcast_errors_name_both_shapes(fn, inputs, kw):
     msg = str(e)
     named = [s for s in shapes if str(s) in msg]
     assert len(named) >= 2, f"message should name both offending shapes {shapes}: {msg}"
+
+
+# ----------------------------------------------------------------------------- addmm, mv, dot, linear as PyTorch's
+# (every test draws its inputs from one random stream, some at run time: these cases put the stream back where they
+# found it, so that other tests keep their inputs)
+_stream_at = _rng.bit_generator.state
+
+COMPOSITE_CASES = [
+    case(lambda a, b: a.mv(b), I(2, 3), I(3), id="mv_int"),
+    case(lambda a, b: L.mv(a, b), R(0, 3), R(3), id="mv_empty"),
+    case(lambda a, b: L.dot(a, b), R(0), R(0), id="dot_empty"),
+    case(lambda a, b: L.vdot(a, b), R(3, dtype=F32), R(3, dtype=F32), id="vdot_f32"),
+    case(lambda c, a, b: c.addmm(a, b.t(), alpha=-1), R(1, 4, dtype=F32), R(2, 3, dtype=F32), R(4, 3, dtype=F32),
+         id="addmm_method_f32"),
+    case(lambda c, a, b: L.addmm(c, a, b, beta=2, alpha=3), I(4), I(2, 3), I(3, 4), id="addmm_int"),
+    case(lambda c, a, b: L.addmm(c, a, b), A(1.5), R(0, 3), R(3, 4), id="addmm_empty"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(5, 2, 3), R(4, 3), R(4), id="linear_3d"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(3), R(4, 3), R(4), id="linear_1d"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(5, 2, 3), R(4, 3), R(2, 4), id="linear_3d_2d_bias"),
+    case(lambda x, w, b: L.nn.functional.linear(x.transpose(0, 1), w, b), R(5, 2, 3), R(4, 3), R(4),
+         id="linear_3d_strided"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(2, 3, dtype=F32), R(4, 3, dtype=F32), R(1, 4, dtype=F32),
+         id="linear_f32_2d_bias"),
+]
+
+
+@run_cases(COMPOSITE_CASES)
+def test_composite_products(fn, inputs, kw):
+    helper(fn, *inputs, **kw)
+
+
+COMPOSITE_ERRORS = [
+    case(lambda c, a, b: L.addmm(c, a, b), R(4), R(2, 3), R(5, 4), id="addmm_mismatch", match=r"\(2x3 and 5x4\)"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(4), R(2, 2, 3), R(3, 4), id="addmm_3d", match="mat1 must be a matrix, got 3-D"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(4), R(2, 3), R(3), id="addmm_1d", match="mat2 must be a matrix, got 1-D"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(5), R(2, 3), R(3, 4), id="addmm_input_shape",
+         match=r"The expanded size of the tensor \(4\) must match the existing size \(5\) at non-singleton dimension 1"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(2, 1, 4), R(2, 3), R(3, 4), id="addmm_input_rank",
+         match=r"expand\(torch.DoubleTensor\{\[2, 1, 4\]\}, size=\[2, 4\]\)"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(4, dtype=F32), R(2, 3), R(3, 4), id="addmm_input_dtype",
+         match="self and mat2 must have the same dtype, but got Float and Double"),
+    case(lambda c, a, b: L.addmm(c, a, b), R(4), R(2, 3, dtype=F32), R(3, 4), id="addmm_mat_dtype",
+         match="mat1 and mat2 must have the same dtype, but got Float and Double"),
+    case(lambda a, b: L.addmm(1.0, a, b), R(2, 3), R(3, 4), id="addmm_number",
+         match=r"addmm\(\): argument 'input' \(position 1\) must be Tensor, not float"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(2, 5), R(4, 3), R(4), id="linear_mismatch",
+         match=r"\(2x5 and 3x4\)"),
+    case(lambda x, w, b: L.nn.functional.linear(x, w, b), R(2, 3), R(4, 3), R(5), id="linear_bias",
+         match=r"The expanded size of the tensor \(4\) must match the existing size \(5\)"),
+    case(lambda a, b: L.dot(a, b), R(3), R(3, dtype=F32), id="dot_dtype", match="dot : expected both vectors to have "
+         "same dtype, but found Double and Float"),
+    case(lambda a: L.dot(a, 2), R(3), id="dot_number", match=r"argument 'tensor' \(position 2\) must be Tensor"),
+    case(lambda a, b: L.mv(a, b), R(3, 3), R(4), id="mv_mismatch", match=r"size mismatch, got input \(3\), mat \(3x3\), vec \(4\)"),
+    case(lambda a, b: a @ b, R(2, 3), R(4), id="matmul_mv_mismatch", match=r"size mismatch, got input \(2\), mat \(2x3\), vec \(4\)"),
+    case(lambda a, b: L.mv(a, b), R(3), R(3), id="mv_1d", match="vector \\+ matrix @ vector expected, got 1, 1, 1"),
+    case(lambda a, b: L.mv(a, b), R(2, 3, 3), R(3), id="mv_3d", match="vector \\+ matrix @ vector expected, got 1, 3, 1"),
+    case(lambda a, b: L.mv(a, b), R(3, 3), R(3, dtype=F32), id="mv_dtype",
+         match="addmv input tensors must have the same dtype, but got Float, Double, and Float"),
+]
+
+
+_rng.bit_generator.state = _stream_at
+
+
+@run_cases(COMPOSITE_ERRORS)
+def test_composite_product_errors(fn, inputs, kw):
+    helper_raises(fn, *inputs, **kw)
+
+
+def test_number_divided_by_tensor_as_torch():
+    """`c / x` is PyTorch's x.reciprocal() * c: the same float32 bits (c / x rounds once, and differs in the last
+    bit for some x), the same dtype for integer x."""
+    rng = np.random.default_rng(19)
+    for a in (rng.standard_normal(200).astype(F32), rng.integers(1, 5, 6)):
+        for c in (3, 0.1, 7.0):
+            j, t = c / tracejit.tensor(a), c / torch.tensor(a)
+            assert _dtname(j.dtype) == _dtname(t.dtype)
+            np.testing.assert_array_equal(j.numpy(), t.numpy())

@@ -260,6 +260,11 @@ CASES.update({
     "matmul": (lambda a, b: a @ b, [N.reshape(3, 2, 2), N2.reshape(2, 6)[:, :3].copy()],
                lambda a, b: np.array([[[math.fsum(a[k, i, m] * b[m, j] for m in range(2)) for j in range(3)]
                                        for i in range(2)] for k in range(3)])),
+    "mv": (lambda a, v: tj.mv(a, v), [N, ROW], lambda a, v: np.array([math.fsum(a[i] * v) for i in range(3)])),
+    "dot": (lambda a, b: tj.dot(a, b), [ROW, N[0].copy()], lambda a, b: np.array(math.fsum(a * b))),
+    "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0), [ROW[:3].copy(), N, N2.T.copy()],
+              lambda c, a, b: np.array([[0.5 * c[j] + 2.0 * math.fsum(a[i] * b[:, j]) for j in range(3)]
+                                        for i in range(3)])),
     "einsum": (lambda a, b: tj.einsum("ij,kj->ik", a, b), [N, N2],
                lambda a, b: np.array([[math.fsum(a[i] * b[k]) for k in range(3)] for i in range(3)])),
     # nn

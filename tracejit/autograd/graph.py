@@ -117,7 +117,7 @@ class OpNode(Node):
         out = []
         for i, d in enumerate(self.dtypes):
             if d is None:       # a Python scalar or None
-                if not scalars:
+                if not (scalars(i) if callable(scalars) else scalars):
                     continue
             elif d is _BOOL or (not d.is_floating_point and not elementwise):
                 continue
@@ -200,6 +200,9 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         super().__init__()
         self.variable = variable
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"      # PyTorch's name() of this node (its C++ name)
 
     def apply(self, grads):
         return ()

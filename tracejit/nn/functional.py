@@ -1,5 +1,8 @@
 """torch.nn.functional: activations, linear, dropout and the losses, composed from registry ops."""
+import math
+
 from .. import _dtype as D
+from .._state import STATE
 from ..ops import elementwise as E, reduction as R, shape_ops as S, indexing as I, linalg as L
 from ..ops.nn_ops import log_softmax, softmax
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
@@ -28,7 +31,18 @@ def softsign(input):
 
 
 def linear(input, weight, bias=None):
+    """PyTorch's graph: addmm for a 2-D input with a bias; eagerly, a contiguous input of other rank with a 1-D
+    bias is flattened to 2-D for it (view, addmm, view); otherwise matmul, then the bias added. (Traced, the
+    views would stand between the add and the elementwise ops around it, which then fuse no more: the bias
+    gradient's sum, the add of a 1-D input's bias.)"""
     _need_tensor("linear", input)
+    if bias is not None and weight.ndim == 2 and input.ndim >= 1:
+        if input.ndim == 2:
+            return L.addmm(bias, input, S.t(weight))
+        if bias.ndim == 1 and STATE.tracer is None and input.is_contiguous():
+            lead = tuple(input.shape[:-1])
+            out = L.addmm(bias, input.reshape(math.prod(lead), input.shape[-1]), S.t(weight))
+            return out.reshape(lead + (out.shape[-1],))
     out = L.matmul(input, S.t(weight) if weight.ndim == 2 else weight)
     return out + bias if bias is not None else out
 

@@ -206,7 +206,8 @@ UNARY = [
     ("sqrt", np.sqrt, _g(lambda c, g: g / (2 * c.out)), "sqrt({0})", "float", "o"),
     ("rsqrt", lambda x: 1 / np.sqrt(x), _g(lambda c, g: -0.5 * g * c.out * c.out * c.out), "(1.0 / sqrt({0}))",
      "float", "o"),
-    ("square", np.square, _g(lambda c, g: 2 * g * _x(c)), "({0} * {0})", "promote", "i"),
+    ("square", np.square, _g(lambda c, g: 2 * g * _x(c)), "({0} * {0})", "promote", "i",
+     {"grad_name": "PowBackward0"}),     # PyTorch's square is pow(x, 2)
     ("sin", np.sin, _g(lambda c, g: g * cos(_x(c))), "sin({0})", "float", "i"),
     ("cos", np.cos, _g(lambda c, g: -g * sin(_x(c))), "cos({0})", "float", "i"),
     ("tan", np.tan, _g(lambda c, g: g * (1 + c.out * c.out)), "tan({0})", "float", "o"),
@@ -345,6 +346,10 @@ def _pow_grad_name(attrs, args):
     return "PowBackward2" if _is_scalar(args[0]) else "PowBackward0" if _is_scalar(args[1]) else "PowBackward1"
 
 
+def _sub_grad_name(attrs, args):
+    return "RsubBackward1" if _is_scalar(args[0]) else "SubBackward0"    # 1 - x is PyTorch's rsub(x, 1)
+
+
 def _reads_other(i, args):
     """x * y reads x only for y's gradient (a later in-place change of x matters only if y requires grad)."""
     return getattr(args[1 - i], "_requires_grad", False)
@@ -352,7 +357,8 @@ def _reads_other(i, args):
 
 BINARY = [
     ("add", np.add, lambda c, g: (g, g), "({0} + {1})", "promote", "", {"unit": 0, "commutative": True}),
-    ("sub", np.subtract, lambda c, g: (g, -g), "({0} - {1})", "promote", "", {"unit": 0}),
+    ("sub", np.subtract, lambda c, g: (g, -g), "({0} - {1})", "promote", "", {"unit": 0, "grad_name": _sub_grad_name,
+                                                                             "scalar_edges": lambda i: i == 1}),
     ("mul", np.multiply, _mul_vjp, "({0} * {1})", "promote", "i", {"unit": 1, "commutative": True, "reads": _reads_other}),
     ("div", np.true_divide, _div_vjp, "({0} / {1})", "float", "i", {"unit": 1}),
     ("pow", np.power, _pow_vjp, "pow_({0}, {1})", "promote", "io", {"unit": 1, "literal_exponent": True,

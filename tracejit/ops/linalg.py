@@ -1,5 +1,5 @@
 """Matrix products. One primitive, batched `matmul` (ndim >= 2, broadcast batch dims), and `einsum`;
-the 1-D cases, mm, bmm, dot, inner, outer, addmm are composed from them."""
+mm, bmm, inner, outer are composed from them; `addmm`, `mv`, `dot` are ops that lower to them."""
 import numpy as np
 
 from .. import _dtype as D
@@ -56,6 +56,8 @@ defop("matmul", _matmul_np, _matmul_meta, _matmul_vjp, kind="matmul", saves="i",
 
 
 def matmul(input, other):
+    if other.ndim == 1 and input.ndim in (1, 2):        # PyTorch's matmul: dot and mv (their own nodes)
+        return dot(input, other) if input.ndim == 1 else mv(input, other)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {input.ndim}D and "
                            f"{other.ndim}D")
@@ -90,20 +92,95 @@ def bmm(input, mat2):
         raise RuntimeError(f"bmm: expected 3D tensors, got {input.ndim}D and {mat2.ndim}D")
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
-    return matmul(input, mat2)
+    from .shape_ops import _node_named
+    return _node_named(matmul(input, mat2), input, "BmmBackward0")   # one matmul node: PyTorch's bmm
+
+
+# mv and dot are ops of their own (PyTorch's MvBackward0 / DotBackward0, with an edge per operand); a backend lowers
+# them to a matmul between views (`decompose`)
+def _dtname(d):
+    from .._out import _CATEGORY
+    return _CATEGORY[d.name]
+
+
+def _mv_meta(mat, vec):
+    if mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {mat.ndim}, {vec.ndim}")
+    if mat.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({mat.shape[0]}), mat ({mat.shape[0]}x{mat.shape[1]}), vec "
+                           f"({vec.shape[0]})")
+    if mat.dtype is not vec.dtype:
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {_dtname(vec.dtype)}, "
+                           f"{_dtname(mat.dtype)}, and {_dtname(vec.dtype)}")
+    return AVal(mat.shape[:1], mat.dtype)
+
+
+def _dot_meta(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape != b.shape:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to have "
+                           f"the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements respectively")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {_dtname(a.dtype)} and "
+                           f"{_dtname(b.dtype)}")
+    return AVal((), a.dtype)
+
+
+def _checked_np(meta):
+    def impl(a, b):
+        meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))   # PyTorch's errors
+        return np.asarray(np.matmul(a, b))
+    return impl
+
+
+def _mv_vjp(c, g):
+    from .shape_ops import reshape
+    mat, vec = c.inputs
+    gm = reshape(g, (-1, 1)) * reshape(vec, (1, -1)) if c.edges[0] is not None else None
+    return gm, apply(OPS["mv"], _mT(mat), g) if c.edges[1] is not None else None
+
+
+def _mv_decompose(mat, vec):
+    from .shape_ops import reshape
+    return reshape(apply(OPS["matmul"], mat, reshape(vec, (-1, 1))), mat.shape[:1])
+
+
+def _dot_decompose(a, b):
+    from .shape_ops import reshape
+    return reshape(apply(OPS["matmul"], reshape(a, (1, -1)), reshape(b, (-1, 1))), ())
+
+
+def _reads_other(i, args):
+    return args[1 - i]._requires_grad
+
+
+defop("mv", _checked_np(_mv_meta), _mv_meta, _mv_vjp, kind="matmul", saves="i", reads=_reads_other,
+      decompose=_mv_decompose)
+defop("dot", _checked_np(_dot_meta), _dot_meta, lambda c, g: (g * c.inputs[1], g * c.inputs[0]), kind="matmul",
+      saves="i", reads=_reads_other, decompose=_dot_decompose)
+
+
+def _tensor_args(fn, names, args):
+    from .._tensor import Tensor
+    for i, (name, a) in enumerate(zip(names, args)):
+        if not isinstance(a, Tensor):
+            raise TypeError(f"{fn}(): argument '{name}' (position {i + 1}) must be Tensor, not {type(a).__name__}")
 
 
 def mv(input, vec):
-    return matmul(input, vec)
+    _tensor_args("mv", ("input", "vec"), (input, vec))
+    return apply(OPS["mv"], input, vec)
 
 
 def dot(input, other):
-    if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
-    return matmul(input, other)
+    _tensor_args("dot", ("input", "tensor"), (input, other))
+    return apply(OPS["dot"], input, other)
 
 
-vdot = dot
+def vdot(input, other):
+    from .shape_ops import _node_named
+    return _node_named(dot(input, other), input, "VdotBackward0")     # real tensors: vdot is dot
 
 
 def inner(input, other):
@@ -137,8 +214,59 @@ def _add_scaled(input, prod, beta, alpha):
     return prod + (input if beta == 1 else input * beta)
 
 
+# addmm is an op of its own (PyTorch's AddmmBackward0 node, with edges input, mat1, mat2: F.linear's graph); a
+# backend lowers it to matmul and the scaled add (`decompose`), so it needs no kernel
+def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
+    from .._out import _CATEGORY
+    from .shape_ops import expanded_shape
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if m.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
+    for name, a in (("self", input), ("mat1", mat1)):
+        if a.dtype is not mat2.dtype:
+            raise RuntimeError(f"{name} and mat2 must have the same dtype, but got {_CATEGORY[a.dtype.name]} and "
+                               f"{_CATEGORY[mat2.dtype.name]}")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
+                           f"{mat2.shape[0]}x{mat2.shape[1]})")
+    shape = (mat1.shape[0], mat2.shape[1])
+    expanded_shape(tuple(input.shape), shape, f"torch.{_CATEGORY[input.dtype.name]}Tensor")
+    return AVal(shape, mat2.dtype)
+
+
+def _addmm_np(input, mat1, mat2, *, beta=1, alpha=1):
+    av = [AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)]
+    _addmm_meta(*av)
+    r = np.matmul(mat1, mat2)
+    if alpha != 1:
+        r = (r * alpha).astype(r.dtype, copy=False)
+    if beta == 0:           # input's values are ignored (nan and inf too), as in PyTorch
+        return r
+    return r + (input if beta == 1 else (input * beta).astype(input.dtype, copy=False))
+
+
+def _addmm_vjp(c, g):
+    _, a, b = c.inputs
+    beta, alpha = c.attrs.get("beta", 1), c.attrs.get("alpha", 1)
+    gi = (g if beta == 1 else g * beta) if c.edges[0] is not None else None
+    ga = apply(OPS["matmul"], g, _mT(b)) if c.edges[1] is not None else None
+    gb = apply(OPS["matmul"], _mT(a), g) if c.edges[2] is not None else None
+    if alpha != 1:
+        ga, gb = (None if x is None else x * alpha for x in (ga, gb))
+    return gi, ga, gb       # the engine sums input's broadcast dims back
+
+
+def _addmm_decompose(input, mat1, mat2, *, beta=1, alpha=1):
+    return _add_scaled(input, apply(OPS["matmul"], mat1, mat2), beta, alpha)
+
+
+defop("addmm", _addmm_np, _addmm_meta, _addmm_vjp, kind="matmul", saves="i", decompose=_addmm_decompose,
+      reads=lambda i, args: i > 0 and args[3 - i]._requires_grad)   # mat1 only for mat2's gradient, and back
+
+
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    return _add_scaled(input, mm(mat1, mat2), beta, alpha)
+    _tensor_args("addmm", ("input", "mat1", "mat2"), (input, mat1, mat2))
+    return apply(OPS["addmm"], input, mat1, mat2, beta=beta, alpha=alpha)
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):

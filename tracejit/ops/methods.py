@@ -122,6 +122,8 @@ for name, fn in [("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.d
     # 3 * x is x * 3 for the commutative ops, as in PyTorch (the tensor is the node's first input)
     setattr(Tensor, f"__r{name}__", _binary(fn, name not in ("add", "mul")))
     setattr(Tensor, f"__i{name}__", _iop(fn))
+# PyTorch's `2 / x` is x.reciprocal() * 2 (MulBackward0 over ReciprocalBackward0), values and graph alike
+Tensor.__rtruediv__ = lambda self, other: E.mul(E.reciprocal(self), other)
 for name, fn in [("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt), ("ge", E.ge)]:
     setattr(Tensor, f"__{name}__", _binary(fn))
 Tensor.__neg__ = lambda self: E.neg(self)

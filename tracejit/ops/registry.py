@@ -39,7 +39,9 @@ the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
   row_exp                  a row reduction computed from exp(x - row max) (logsumexp, softmax, log_softmax)
   host_indices             its index operands may be host numpy arrays (a tensor index made from a Python list)
   saved_outputs            the output indices the VJP reads (saves="o"): only those are kept and version-checked
-  scalar_edges             False: a Python number operand is no edge of its grad_fn (pow, lerp: PyTorch's Scalar)
+  scalar_edges             False: a Python number operand is no edge of its grad_fn (pow, lerp: PyTorch's Scalar);
+                           a callable (position) -> bool: only at the positions where it holds (sub: `1 - x` is
+                           PyTorch's rsub(x, 1), whose number is a Scalar)
   makes_contiguous         its output is row-major whatever its operand's strides (contiguous; clone keeps its
                            operand's layout, order="K"): the tracer's layout model does not carry the dim order over
   decompose(*args, **attrs) the op written with other registry ops, on tensors (same arguments as impl); it must

@@ -271,16 +271,11 @@ def adjoint(input):
     return transpose(input, -2, -1)
 
 
-def expand(input, *sizes):
-    sizes = _shape_arg(sizes)
-    have = _shape_of(input)
-    if sizes == have:
-        return input
-    if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
-        return apply(OPS["expand"], input, shape=sizes)
+def expanded_shape(have, sizes, name):
+    """The shape `expand(sizes)` gives a tensor of shape `have` (dtype `name`), or PyTorch's error."""
     n, lead = len(sizes), len(sizes) - len(have)
     if lead < 0:
-        raise RuntimeError(f"expand({input.dtype.name}{{{list(have)}}}, size={list(sizes)}): the number of sizes "
+        raise RuntimeError(f"expand({name}{{{list(have)}}}, size={list(sizes)}): the number of sizes "
                            f"provided ({n}) must be greater or equal to the number of dimensions in the tensor "
                            f"({len(have)})")
     shape = []
@@ -295,7 +290,17 @@ def expand(input, *sizes):
                                f"non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
                                f"{list(have)}")
         shape.append(want)
-    shape = tuple(shape)
+    return tuple(shape)
+
+
+def expand(input, *sizes):
+    sizes = _shape_arg(sizes)
+    have = _shape_of(input)
+    if sizes == have:
+        return input
+    if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
+        return apply(OPS["expand"], input, shape=sizes)
+    shape = expanded_shape(have, sizes, input.dtype.name)
     if shape == have:
         return input
     return apply(OPS["expand"], input, shape=shape)
@@ -322,9 +327,9 @@ def squeeze(input, dim=None):
         dims = (dim,) if isinstance(dim, int) else dim
         dims = {norm_dim(d, input.ndim) for d in dims}
         shape = tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1))
-    if shape == tuple(input.shape):
-        return input
-    return _node_named(reshape(input, shape), input, "SqueezeBackward0" if dim is None else "SqueezeBackward1")
+    # a new view even when no dim has size 1 (as PyTorch: a node of its own); squeeze((0, 1)) is PyTorch's squeeze.dims
+    return _node_named(reshape(input, shape), input, "SqueezeBackward0" if dim is None else
+                       "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2")
 
 
 def unsqueeze(input, dim):
