@@ -156,9 +156,9 @@ def _reads_other(i, args):
 
 
 defop("mv", _checked_np(_mv_meta), _mv_meta, _mv_vjp, kind="matmul", saves="i", reads=_reads_other,
-      decompose=_mv_decompose)
+      decompose=_mv_decompose, fuses_in_parts=True)
 defop("dot", _checked_np(_dot_meta), _dot_meta, lambda c, g: (g * c.inputs[1], g * c.inputs[0]), kind="matmul",
-      saves="i", reads=_reads_other, decompose=_dot_decompose)
+      saves="i", reads=_reads_other, decompose=_dot_decompose, fuses_in_parts=True)
 
 
 def _tensor_args(fn, names, args):
@@ -261,7 +261,7 @@ def _addmm_decompose(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 defop("addmm", _addmm_np, _addmm_meta, _addmm_vjp, kind="matmul", saves="i", decompose=_addmm_decompose,
-      reads=lambda i, args: i > 0 and args[3 - i]._requires_grad)   # mat1 only for mat2's gradient, and back
+      fuses_in_parts=True, reads=lambda i, args: i > 0 and args[3 - i]._requires_grad)   # mat1 only for mat2's gradient, and back
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):

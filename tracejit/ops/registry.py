@@ -48,7 +48,8 @@ the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
                            give the numpy `impl`'s results. A backend with no kernel of its own for the op runs it
                            (the CUDA backend: var, std, logsumexp, vector_norm, nll_loss...)
   fuses_in_parts           its decomposition fuses with the work around it (row kernels): a backend that fuses
-                           lowers the op by it after autodiff (passes/decompose.py: batch_norm, to_memory_format)
+                           lowers the op by it after autodiff (passes/decompose.py: batch_norm, to_memory_format, addmm
+                           and mv/dot, whose matmul and add the backend fuses or runs as BLAS as before)
 
 Adding an elementwise op with a scalar template (`expr`) needs one entry: eager mode runs `impl`, the CPU and
 CUDA code generators inline `expr` (its helpers come from the backends' scalar runtimes).
