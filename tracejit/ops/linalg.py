@@ -218,7 +218,7 @@ def _add_scaled(input, prod, beta, alpha):
 # backend lowers it to matmul and the scaled add (`decompose`), so it needs no kernel
 def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
     from .._out import _CATEGORY
-    from .shape_ops import expanded_shape
+    from .shape_ops import _expanded_shape
     for name, m in (("mat1", mat1), ("mat2", mat2)):
         if m.ndim != 2:
             raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
@@ -230,7 +230,7 @@ def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1.shape[0]}x{mat1.shape[1]} and "
                            f"{mat2.shape[0]}x{mat2.shape[1]})")
     shape = (mat1.shape[0], mat2.shape[1])
-    expanded_shape(tuple(input.shape), shape, f"torch.{_CATEGORY[input.dtype.name]}Tensor")
+    _expanded_shape(tuple(input.shape), shape, f"torch.{_CATEGORY[input.dtype.name]}Tensor")
     return AVal(shape, mat2.dtype)
 
 

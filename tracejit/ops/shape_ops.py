@@ -271,7 +271,7 @@ def adjoint(input):
     return transpose(input, -2, -1)
 
 
-def expanded_shape(have, sizes, name):
+def _expanded_shape(have, sizes, name):
     """The shape `expand(sizes)` gives a tensor of shape `have` (dtype `name`), or PyTorch's error."""
     n, lead = len(sizes), len(sizes) - len(have)
     if lead < 0:
@@ -300,7 +300,7 @@ def expand(input, *sizes):
         return input
     if not have and -1 not in sizes:    # a 0-d tensor (a loss's gradient) broadcasts to any shape as it is
         return apply(OPS["expand"], input, shape=sizes)
-    shape = expanded_shape(have, sizes, input.dtype.name)
+    shape = _expanded_shape(have, sizes, input.dtype.name)
     if shape == have:
         return input
     return apply(OPS["expand"], input, shape=shape)
