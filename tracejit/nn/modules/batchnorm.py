@@ -4,9 +4,9 @@ The running stats are updated by in-place tensor ops under no_grad (inside F.bat
 counter `num_batches_tracked` is a tensor: a traced training step updates them on every call.
 """
 from ... import creation as C, _dtype as D
-from .. import functional as F, init
-from ..parameter import Parameter
+from .. import functional as F
 from .module import Module
+from .normalization import affine_parameters, reset_affine
 
 
 class _NormBase(Module):
@@ -20,15 +20,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(C.empty(num_features, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(C.empty(num_features, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, affine, num_features, bias, dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", C.zeros(num_features, dtype=dtype, device=device))
             self.register_buffer("running_var", C.ones(num_features, dtype=dtype, device=device))
@@ -47,10 +39,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError

@@ -1,10 +1,24 @@
-"""LayerNorm and GroupNorm."""
+"""LayerNorm and GroupNorm, and the affine weight and bias every normalization layer has (BatchNorm too)."""
 import numbers
 
 from ... import creation as C
 from .. import functional as F, init
 from ..parameter import Parameter
 from .module import Module
+
+
+def affine_parameters(m, on, shape, bias, dtype, device):
+    """`weight` (ones) and `bias` (zeros) of `shape` when `on`, else both registered as None; `bias=False`:
+    no bias. (The values are set by `reset_affine`, from the module's reset_parameters.)"""
+    m.register_parameter("weight", Parameter(C.empty(shape, dtype=dtype, device=device)) if on else None)
+    m.register_parameter("bias", Parameter(C.empty(shape, dtype=dtype, device=device)) if on and bias else None)
+
+
+def reset_affine(m):
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if m.bias is not None:
+        init.zeros_(m.bias)
 
 
 class LayerNorm(Module):
@@ -15,22 +29,11 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(C.empty(self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(C.empty(self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, elementwise_affine, self.normalized_shape, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -49,22 +52,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(C.empty(num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(C.empty(num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, affine, num_channels, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
