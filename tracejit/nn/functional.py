@@ -6,12 +6,92 @@ from .._state import STATE
 from ..ops import elementwise as E, reduction as R, shape_ops as S, indexing as I, linalg as L
 from ..ops.nn_ops import log_softmax, softmax
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
-from ..ops.elementwise import elu, gelu, leaky_relu, relu, sigmoid, silu, softplus, tanh, hardtanh, relu6, \
-    hardsigmoid, hardswish, mish, logit, threshold  # noqa: F401
+from ..ops.elementwise import gelu, sigmoid, softplus, tanh, logit, threshold  # noqa: F401
+
+
+# ----------------------------------------------------------------------------- activations with inplace=
+# (torch.relu and friends take no `inplace`; their torch.nn.functional forms do, positionally too)
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else E.relu(input)
 
 
 def relu_(input):
     return input.relu_()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return input.leaky_relu_(negative_slope) if inplace else E.leaky_relu(input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return input.elu_(alpha) if inplace else E.elu(input, alpha)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return input.hardtanh_(min_val, max_val) if inplace else E.hardtanh(input, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def silu(input, inplace=False):
+    return input.silu_() if inplace else E.silu(input)
+
+
+def hardswish(input, inplace=False):
+    return input.hardswish_() if inplace else E.hardswish(input)
+
+
+def hardsigmoid(input, inplace=False):
+    return input.hardsigmoid_() if inplace else E.hardsigmoid(input)
+
+
+def mish(input, inplace=False):
+    return input.mish_() if inplace else E.mish(input)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+# in place through elu_, whose derivative reads its output: a copy_ of elu's result would change the input
+# that elu's derivative reads
+
+def selu(input, inplace=False):
+    if inplace:
+        return input.elu_(_SELU_ALPHA).mul_(_SELU_SCALE)
+    return _SELU_SCALE * E.elu(input, _SELU_ALPHA)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    if inplace:                                   # celu(x, a) = a * elu(x / a)
+        return input.div_(alpha).elu_(1.0).mul_(alpha)
+    return E.where(input > 0, input, alpha * E.expm1(input / alpha))
+
+
+def hardshrink(input, lambd=0.5):
+    return E.where(E.abs(input) > lambd, input, 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return E.where(input > lambd, input - lambd, E.where(input < -lambd, input + lambd, 0.0))
+
+
+def glu(input, dim=-1):
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    d = dim + input.ndim if dim < 0 else dim
+    if input.shape[d] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {input.shape[d]}")
+    a, b = input.chunk(2, d)
+    return a * sigmoid(b)
 
 
 def softmin(input, dim=None, dtype=None):

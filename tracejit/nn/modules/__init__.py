@@ -2,7 +2,8 @@ from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Bilinear
 from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tanh, Sigmoid, Softplus, Mish, Hardtanh, Hardswish,
-                         Hardsigmoid, LogSigmoid, Softsign, Tanhshrink, Softmax, LogSoftmax, Softmin)
+                         Hardsigmoid, LogSigmoid, Softsign, Tanhshrink, Softmax, LogSoftmax, Softmin,
+                         SELU, CELU, GLU, Hardshrink, Softshrink)
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .flatten import Flatten, Unflatten
 from .sparse import Embedding
