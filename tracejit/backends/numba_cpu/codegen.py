@@ -86,69 +86,88 @@ def param_args(params):
 
 
 def generate(node, name, fastmath=False):
+    """The KernelSource of a fused node: a row kernel (rowgen) for a row group, else a loop kernel."""
     if "rows" in node.attrs:
         from .rowgen import generate_rows
         return generate_rows(node, name, fastmath)
-    body = node.attrs["body"]
-    ins, outs = node.inputs, node.outputs
-    # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
-    shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"), outs[0].shape)
-    size = int(np.prod(shape, dtype=np.int64))
-    out_index = {id(o): k for k, o in enumerate(outs)}
-    reductions = []              # (output index, value name, reduced dims)
-    const, consts = const_namer()
-    param, params = param_namer()
+    return _LoopKernel(node).source(name, fastmath)
 
-    in_kinds = []
-    for v in ins:
-        n = int(np.prod(v.shape, dtype=np.int64))
-        if tuple(v.shape) == tuple(shape):
-            in_kinds.append("full")
-        elif n == 1:
-            in_kinds.append("scalar")
+
+class _LoopKernel:
+    """One elementwise group (with sum epilogues) as loops: the analysis in __init__ (operand kinds, loop mode,
+    the body's statements, the nd loop's dims and strides, scratch arrays, stages), the text in `source`."""
+
+    def __init__(self, node):
+        body = node.attrs["body"]
+        self.node, self.ins, self.outs = node, node.inputs, node.outputs
+        # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
+        self.shape = shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"),
+                                  self.outs[0].shape)
+        self.size = int(np.prod(shape, dtype=np.int64))
+        self.const, self.consts = const_namer()
+        self.param, self.params = param_namer()
+        self.in_kinds = [("full" if tuple(v.shape) == tuple(shape) else
+                          "scalar" if int(np.prod(v.shape, dtype=np.int64)) == 1 else "bcast") for v in self.ins]
+        sums = [m for m in body.nodes if m.op.name == "sum"]
+        if sums and "bcast" not in self.in_kinds and all(len(m.attrs["dims"]) == len(shape) for m in sums):
+            self.mode = "chunks"     # every sum is a full reduction: flat chunks, each summed on its own
         else:
-            in_kinds.append("bcast")
-    sums = [m for m in body.nodes if m.op.name == "sum"]
-    if sums and "bcast" not in in_kinds and all(len(m.attrs["dims"]) == len(shape) for m in sums):
-        mode = "chunks"          # every sum is a full reduction: flat chunks, each summed on its own
-    else:
-        mode = "nd" if "bcast" in in_kinds or sums else "flat"
+            self.mode = "nd" if "bcast" in self.in_kinds or sums else "flat"
+        self._statements(body)
+        self.r = len(shape)
+        self.extra_names, self.extra_args = [], []
+        self.last_stride = {}        # bcast input / accumulator -> its stride along the last dim (0 or 1)
+        if self.mode == "chunks":
+            self.extra_names.append("n")
+            self.extra_args.append(self.size)
+        elif self.mode == "nd":
+            self._nd_arguments()
+        self._scratch()
+        self.parallel_ok = not self.reductions or self.mode == "chunks"    # nd sums: threads would race
+        self.plan = stages(self.stmts)
+        self.tiles = []              # (scratch tile, dtype): the values a later stage reads
+        if self.plan is not None:
+            from numba.core import config
+            threads = config.NUMBA_NUM_THREADS if self.parallel_ok and self.size >= PAR_MIN else 1
+            self.plan, self.tiles = plan_tiles(self.plan, self.stmts, self.stmt_dtypes,
+                                               _sink_names(self.outs, self.red_outs, self.names, self.reductions))
+            self.scratch += [(w, TILE * threads, dt) for w, dt in self.tiles]
 
-    names = {id(v): f"x{j}" for j, v in enumerate(ins)}
-    dtypes = {id(v): v.dtype for v in ins}
-    stmts = []
-    stmt_dtypes = []
-    for nd in body.nodes:
-        if nd.op.name == "sum":      # an epilogue: accumulated in float64, stored after the loops
-            reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])], tuple(nd.attrs["dims"])))
-            continue
-        text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
-        o = nd.outputs[0]
-        nm = f"v{len(stmts)}"
-        names[id(o)] = nm
-        dtypes[id(o)] = o.dtype
-        stmts.append(f"{nm} = {text}    # {nd.op.name}")
-        stmt_dtypes.append(o.dtype.np)
-    red_outs = set(k for k, _, _ in reductions)
-    stores = [f"out{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+    def _statements(self, body):
+        """One statement per body node (`v3 = ...`); a sum is an epilogue: accumulated in float64, stored after
+        the loops (`reductions`: output index, value name, reduced dims)."""
+        out_index = {id(o): k for k, o in enumerate(self.outs)}
+        self.names = names = {id(v): f"x{j}" for j, v in enumerate(self.ins)}
+        dtypes = {id(v): v.dtype for v in self.ins}
+        self.stmts, self.stmt_dtypes, self.reductions = [], [], []
+        for nd in body.nodes:
+            if nd.op.name == "sum":
+                self.reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])],
+                                        tuple(nd.attrs["dims"])))
+                continue
+            text = op_expression(nd, names, dtypes, self.const, typed_calls, param=self.param)
+            o = nd.outputs[0]
+            nm = f"v{len(self.stmts)}"
+            names[id(o)] = nm
+            dtypes[id(o)] = o.dtype
+            self.stmts.append(f"{nm} = {text}    # {nd.op.name}")
+            self.stmt_dtypes.append(o.dtype.np)
+        self.red_outs = set(k for k, _, _ in self.reductions)
+        self.stores = [f"out{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(self.outs) if k not in self.red_outs]
 
-    in_args = [f"in{j}" for j in range(len(ins))]
-    out_args = [f"out{k}" for k in range(len(outs))]
-    r = len(shape)
-    extra_names, extra_args = [], []
-    last_stride = {}             # bcast input / accumulator -> its stride along the last dim (0 or 1)
-    if mode == "chunks":
-        extra_names.append("n")
-        extra_args.append(size)
-    elif mode == "nd":
-        groups = loop_dims(shape, [v.shape for v, kind in zip(ins, in_kinds) if kind == "bcast"],
-                           [dims for _, _, dims in reductions])
-        lshape = [int(np.prod([shape[a] for a in g], dtype=np.int64)) for g in groups]
-        reductions = [(k, src, tuple(i for i, g in enumerate(groups) if g[0] in dims)) for k, src, dims in reductions]
-        r = len(lshape)
-        extra_names += [f"d{a}" for a in range(r)]
-        extra_args += lshape
-        for j, (v, kind) in enumerate(zip(ins, in_kinds)):
+    def _nd_arguments(self):
+        """The nd loop's dims (the output's, adjacent dims merged where no operand tells them apart) and the
+        element strides of each broadcast input and each accumulator, passed as ints."""
+        shape = self.shape
+        groups = loop_dims(shape, [v.shape for v, kind in zip(self.ins, self.in_kinds) if kind == "bcast"],
+                           [dims for _, _, dims in self.reductions])
+        self.lshape = lshape = [int(np.prod([shape[a] for a in g], dtype=np.int64)) for g in groups]
+        self.reductions = [(k, src, tuple(i for i, g in enumerate(groups) if g[0] in dims))
+                           for k, src, dims in self.reductions]
+        self.r = r = len(lshape)
+        self.extra_names += [f"d{a}" for a in range(r)]
+        self.extra_args += lshape
+        for j, (v, kind) in enumerate(zip(self.ins, self.in_kinds)):
             if kind != "bcast":
                 continue
             full = (1,) * (len(shape) - v.ndim) + tuple(v.shape)
@@ -157,42 +176,61 @@ def generate(node, name, fastmath=False):
             for a in range(r - 1, -1, -1):
                 st[a] = 0 if vs[a] == 1 else acc
                 acc *= vs[a]
-            extra_names += [f"s{j}_{a}" for a in range(r)]
-            extra_args += st
-            last_stride[f"in{j}"] = st[-1]
-        for k, _, dims in reductions:
+            self.extra_names += [f"s{j}_{a}" for a in range(r)]
+            self.extra_args += st
+            self.last_stride[f"in{j}"] = st[-1]
+        for k, _, dims in self.reductions:
             st, acc = [0] * r, 1
             for a in range(r - 1, -1, -1):
                 if a not in dims:
                     st[a] = acc
                     acc *= lshape[a]
-            extra_names += [f"rs{k}_{a}" for a in range(r)]
-            extra_args += st
-            last_stride[f"acc{k}"] = st[-1]
-    scratch = []                 # (name, length, dtype): accumulators, scratch rows and tiles the host passes
-    for k, _, dims in reductions:
-        if mode == "chunks":
-            scratch += [(f"part{k}", -(-size // CHUNK), np.float64), (f"t{k}", min(CHUNK, size), np.float64)]
-        else:
-            scratch.append((f"acc{k}", int(np.prod(outs[k].shape, dtype=np.int64)), np.float64))
-            if not last_stride[f"acc{k}"]:
-                scratch.append((f"t{k}", lshape[-1], np.float64))
-    parallel_ok = not reductions or mode == "chunks"     # nd reductions: threads would race on accumulators
-    plan = stages(stmts)
-    tiles = []                   # (scratch tile, dtype): the values a later stage reads
-    if plan is not None:
-        from numba.core import config
-        threads = config.NUMBA_NUM_THREADS if parallel_ok and size >= PAR_MIN else 1   # kernel_par: one per thread
-        plan, tiles = plan_tiles(plan, stmts, stmt_dtypes, _sink_names(outs, red_outs, names, reductions))
-        scratch += [(w, TILE * threads, dt) for w, dt in tiles]
-    kp_arg, kp_unpack = param_args(params)
-    sig = ", ".join(in_args + [t for t, _, _ in scratch] + out_args + extra_names + kp_arg)
+            self.extra_names += [f"rs{k}_{a}" for a in range(r)]
+            self.extra_args += st
+            self.last_stride[f"acc{k}"] = st[-1]
 
-    def inner(ind, var, n, rng, loads, sinks, par):
+    def _scratch(self):
+        """(name, length, dtype) of the accumulators and scratch rows the host passes."""
+        self.scratch = []
+        for k, _, _ in self.reductions:
+            if self.mode == "chunks":
+                self.scratch += [(f"part{k}", -(-self.size // CHUNK), np.float64),
+                                 (f"t{k}", min(CHUNK, self.size), np.float64)]
+            else:
+                self.scratch.append((f"acc{k}", int(np.prod(self.outs[k].shape, dtype=np.int64)), np.float64))
+                if not self.last_stride[f"acc{k}"]:
+                    self.scratch.append((f"t{k}", self.lshape[-1], np.float64))
+
+    def source(self, name, fastmath):
+        ins, outs = self.ins, self.outs
+        kp_arg, self.kp_unpack = param_args(self.params)
+        self.sig = ", ".join([f"in{j}" for j in range(len(ins))] + [t for t, _, _ in self.scratch] +
+                             [f"out{k}" for k in range(len(outs))] + self.extra_names + kp_arg)
+        base = njit_flags(fastmath)
+        title = (f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+                 f"{outs[0].dtype.short}[{','.join(map(str, self.shape))}], {self.mode} loop")
+        kernels = [self.kernel_fn("kernel", "range", base)]
+        if self.parallel_ok:
+            kernels.append(self.kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
+        imports = ["from tracejit.kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] \
+            if self.reductions else []
+        consts = self.consts
+        if self.mode == "chunks":
+            consts["CHUNK"] = ("CHUNK", CHUNK)
+        if self.plan is not None:
+            consts["TILE"] = ("TILE", TILE)
+        ks = KernelSource(name, header(title, self.node), module_code(consts, kernels, imports), self.mode,
+                          self.in_kinds, tuple(self.extra_args), self.size, self.params,
+                          [(dt, n) for _, n, dt in self.scratch])
+        ks.parallel_ok = self.parallel_ok
+        return ks
+
+    def inner(self, ind, var, n, rng, loads, sinks, par):
         """The innermost loop, `for var in rng(n)`: `loads` [(name, template)] of the operands, the body, then
         `sinks` (templates: stores, summands). Templates index with {g} (an int expression) or {gu} (a whole
         index: unsigned where numba could not prove it non-negative). Staged (`plan`): a loop over tiles of
         TILE elements, in it one loop per stage."""
+        plan, stmts = self.plan, self.stmts
         if plan is None:
             lines = [f"{ind}for {var} in {rng}({n}):"]
             body = [t.format(g=var, gu=var) for _, t in loads] + stmts + [t.format(g=var, gu=var) for t in sinks]
@@ -200,7 +238,7 @@ def generate(node, name, fastmath=False):
         lines = [f"{ind}for tt in {rng}(({n} + TILE - 1) // TILE):", f"{ind}    tlo = tt * TILE",
                  f"{ind}    tm = TILE if TILE < {n} - tlo else {n} - tlo"]
         at = "ii"
-        if par and tiles:            # each thread its own scratch tiles
+        if par and self.tiles:       # each thread its own scratch tiles
             lines.append(f"{ind}    tb = numba.get_thread_id() * TILE")
             at = "np.uint64(tb + ii)"
         g, gu = ("tlo + ii", "np.uint64(tlo + ii)")
@@ -216,27 +254,28 @@ def generate(node, name, fastmath=False):
             lines += [ind + "        " + b for b in body]
         return lines
 
-    def kernel_fn(fname, rng, flags):
-        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + u for u in kp_unpack]
-        for j, kind in enumerate(in_kinds):
+    def kernel_fn(self, fname, rng, flags):
+        lines = [f"@numba.njit({flags})", f"def {fname}({self.sig}):"] + ["    " + u for u in self.kp_unpack]
+        for j, kind in enumerate(self.in_kinds):
             if kind == "scalar":
                 lines.append(f"    x{j} = in{j}[0]")
-        if mode == "chunks":
-            return "\n".join(lines + chunk_loops(rng))
-        for k, _, _ in reductions:
+        if self.mode == "chunks":
+            return "\n".join(lines + self.chunk_loops(rng))
+        for k, _, _ in self.reductions:
             lines += [f"    for j in range(acc{k}.size):", f"        acc{k}[j] = 0.0"]
-        if mode == "flat":
-            loads = [(f"x{j}", f"x{j} = in{j}[{{gu}}]") for j, kind in enumerate(in_kinds) if kind == "full"]
-            lines += inner("    ", "i", "out0.size", rng, loads, stores, rng != "range")
+        if self.mode == "flat":
+            loads = [(f"x{j}", f"x{j} = in{j}[{{gu}}]") for j, kind in enumerate(self.in_kinds) if kind == "full"]
+            lines += self.inner("    ", "i", "out0.size", rng, loads, self.stores, rng != "range")
         else:
-            lines += nd_loops(rng)
-        for k, _, _ in reductions:
+            lines += self.nd_loops(rng)
+        for k, _, _ in self.reductions:
             lines += [f"    for j in range(out{k}.size):", f"        out{k}[j] = acc{k}[j]"]
         return "\n".join(lines)
 
-    def nd_loops(rng):
+    def nd_loops(self, rng):
+        in_kinds, reductions, last_stride = self.in_kinds, self.reductions, self.last_stride
         # outer dims: flat offsets of the output and of each broadcast input / accumulator
-        lines, ind, last = [], "    ", r - 1
+        lines, ind, last = [], "    ", self.r - 1
         for a in range(last):
             lines.append(f"{ind}for i{a} in {rng if a == 0 else 'range'}(d{a}):")
             ind += "    "
@@ -258,7 +297,8 @@ def generate(node, name, fastmath=False):
                 loads.append((f"x{j}", f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]"))
             elif kind == "bcast":              # constant along the last dim
                 pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
-        outs_ = [f"out{k}[{at('ob')}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        outs_ = [f"out{k}[{at('ob')}] = {self.names[id(o)]}" for k, o in enumerate(self.outs)
+                 if k not in self.red_outs]
         for k, src, _ in reductions:
             if last_stride[f"acc{k}"]:
                 accs.append(f"acc{k}[{at(off(f'q{k}'))}] += {src}")
@@ -266,42 +306,27 @@ def generate(node, name, fastmath=False):
                 accs.append(f"t{k}[{{gu}}] = {src}")
                 post.append(f"acc{k}[{off(f'q{k}')}] += rsum(t{k}, {n})")
         lines += [ind + s for s in pre]
-        lines += inner(ind, f"i{last}", n, rng if last == 0 else "range", loads, outs_ + accs, rng != "range")
+        lines += self.inner(ind, f"i{last}", n, rng if last == 0 else "range", loads, outs_ + accs, rng != "range")
         return lines + [ind + s for s in post]
 
-    def chunk_loops(rng):
+    def chunk_loops(self, rng):
         # CHUNK elements per iteration; a full sum adds up each chunk's summands from a scratch row (the
         # elementwise loop has no loop-carried dependency, so it vectorizes), keeps one partial sum per chunk,
         # and adds the partials in chunk order: the same result serially or in threads, whatever their number
+        in_kinds, reductions = self.in_kinds, self.reductions
         lines = ["    nc = (n + CHUNK - 1) // CHUNK"]
         lines += [f"    for c in {rng}(nc):", "        lo = c * CHUNK",
                   "        m = CHUNK if CHUNK < n - lo else n - lo"]
         lines += [f"        f{j} = in{j}[lo:lo + m]" for j, kind in enumerate(in_kinds) if kind == "full"]
-        lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(outs)) if k not in red_outs]
+        lines += [f"        g{k} = out{k}[lo:lo + m]" for k in range(len(self.outs)) if k not in self.red_outs]
         if rng != "range":       # threads: each chunk its own scratch row
             lines += [f"        t{k} = np.empty(m, np.float64)" for k, _, _ in reductions]
         loads = [(f"x{j}", f"x{j} = f{j}[{{gu}}]") for j, kind in enumerate(in_kinds) if kind == "full"]
-        sinks = [f"g{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(outs) if k not in red_outs]
+        sinks = [f"g{k}[{{gu}}] = {self.names[id(o)]}" for k, o in enumerate(self.outs) if k not in self.red_outs]
         sinks += [f"t{k}[{{gu}}] = {src}" for k, src, _ in reductions]
-        lines += inner("        ", "i", "m", "range", loads, sinks, rng != "range")
+        lines += self.inner("        ", "i", "m", "range", loads, sinks, rng != "range")
         lines += [f"        part{k}[c] = rsum(t{k}, m)" for k, _, _ in reductions]
         return lines + [f"    out{k}[0] = rsum(part{k}, nc)" for k, _, _ in reductions]
-
-    base = njit_flags(fastmath)
-    title = (f"# tracejit fused kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
-             f"{outs[0].dtype.short}[{','.join(map(str, shape))}], {mode} loop")
-    kernels = [kernel_fn("kernel", "range", base)]
-    if parallel_ok:
-        kernels.append(kernel_fn("kernel_par", "numba.prange", base + ", parallel=True"))
-    imports = ["from tracejit.kernels.cpu.rows import rsum  # noqa: F401  (sums a scratch row)"] if reductions else []
-    if mode == "chunks":
-        consts["CHUNK"] = ("CHUNK", CHUNK)
-    if plan is not None:
-        consts["TILE"] = ("TILE", TILE)
-    ks = KernelSource(name, header(title, node), module_code(consts, kernels, imports), mode, in_kinds,
-                      tuple(extra_args), size, params, [(dt, n) for _, n, dt in scratch])
-    ks.parallel_ok = parallel_ok
-    return ks
 
 
 _NAME = re.compile(r"\b[xv]\d+\b")
