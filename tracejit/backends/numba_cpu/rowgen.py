@@ -27,187 +27,211 @@ ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task all
 
 
 def generate_rows(node, name, fastmath=False):
-    body = node.attrs["body"]
-    lead, kept, trail = dom = node.attrs["rows"]
-    L, R, T = (int(np.prod(d, dtype=np.int64)) for d in dom)
-    N = L * T                  # elements per row: L segments of T contiguous ones (L == 1: reduced dims trail)
-    ins, outs = node.inputs, node.outputs
-    const, consts = const_namer()
-    param, params = param_namer()
-    out_index = {id(o): k for k, o in enumerate(outs)}
+    return _RowKernel(node).source(name, fastmath)
 
-    names, dtypes, level = {}, {}, {}
-    elem = {}                  # per-element value id -> (statement, ids of the per-element values it reads)
-    row_stmts = {}             # level -> statements run once per row after the loop of that level
-    updates = {}               # pass -> (scratch, value): that inner loop fills a reduction's scratch row
-    scratch = []               # scratch rows (name, dtype): arguments of the serial kernel, per task in kernel_par
-    rows_of = {}               # value id -> the row sum/mean/var read it from (one scratch per value)
-    row_sums = {}              # that row -> the variable of its float64 sum (layer norm's mean and var share it)
-    row_slices = set()         # inputs whose row (L == 1) a reduction reads as an array: p{j} = in{j}[b:b + T]
-    head = ["N = L * T"]       # before the row loop
-    block = []                 # at the start of each block of rows (rlo .. rhi - 1)
-    direct = set()             # outputs a softmax wrote whole into its output row (no store statement)
-    in_kinds = []
-    for j, v in enumerate(ins):
-        kind = row_class(v.shape, dom)
-        in_kinds.append(kind)
-        names[id(v)], dtypes[id(v)], level[id(v)] = f"x{j}", v.dtype, 0
-        if kind == "scalar":
-            head.append(f"x{j} = in{j}[0]")
-        elif kind == "row":
-            row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
-        else:                   # per element, at a flat unsigned offset (see inner_loop)
-            elem[id(v)] = (f"x{j} = in{j}[np.uint64({'b' if kind == 'full' else 'e'} + c)]", ())
 
-    def deps(nd):
-        return tuple(id(v) for v in nd.inputs if id(v) in elem)
+class _RowKernel:
+    """One row group: __init__ classifies the operands and turns each body node into per-element statements
+    (`elem`), per-row statements after a given pass (`row_stmts`), scratch-row fills (`updates`) and stores;
+    `source` writes the kernel text."""
 
-    stores = {}                # pass -> store statements of per-element outputs
-    for q, nd in enumerate(body.nodes):
+    def __init__(self, node):
+        body = node.attrs["body"]
+        self.node, self.ins, self.outs = node, node.inputs, node.outputs
+        self.dom = dom = node.attrs["rows"]
+        self.L, self.R, self.T = (int(np.prod(d, dtype=np.int64)) for d in dom)
+        self.N = self.L * self.T       # elements per row: L segments of T contiguous ones (L == 1: reduced dims trail)
+        self.const, self.consts = const_namer()
+        self.param, self.params = param_namer()
+        self.out_index = {id(o): k for k, o in enumerate(self.outs)}
+        self.names, self.dtypes, self.level = {}, {}, {}
+        self.elem = {}             # per-element value id -> (statement, ids of the per-element values it reads)
+        self.row_stmts = {}        # level -> statements run once per row after the loop of that level
+        self.updates = {}          # pass -> (scratch, value): that inner loop fills a reduction's scratch row
+        self.scratch = []          # scratch rows (name, dtype): arguments of the serial kernel, per task in kernel_par
+        self.rows_of = {}          # value id -> the row sum/mean/var read it from (one scratch per value)
+        self.row_sums = {}         # that row -> the variable of its float64 sum (layer norm's mean and var share it)
+        self.row_slices = set()    # inputs whose row (L == 1) a reduction reads as an array: p{j} = in{j}[b:b + T]
+        self.head = ["N = L * T"]  # before the row loop
+        self.block = []            # at the start of each block of rows (rlo .. rhi - 1)
+        self.direct = set()        # outputs a softmax wrote whole into its output row (no store statement)
+        self.stores = {}           # pass -> store statements of per-element outputs
+        self.in_kinds = []
+        for j, v in enumerate(self.ins):
+            kind = row_class(v.shape, dom)
+            self.in_kinds.append(kind)
+            self.names[id(v)], self.dtypes[id(v)], self.level[id(v)] = f"x{j}", v.dtype, 0
+            if kind == "scalar":
+                self.head.append(f"x{j} = in{j}[0]")
+            elif kind == "row":
+                self.row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
+            else:                   # per element, at a flat unsigned offset (see inner_loop)
+                self.elem[id(v)] = (f"x{j} = in{j}[np.uint64({'b' if kind == 'full' else 'e'} + c)]", ())
+        for q, nd in enumerate(body.nodes):
+            self._node(q, nd)
+        self.npass = max(list(self.updates) + list(self.stores) + list(self.row_stmts))
+        self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
+            [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
+
+    def _node(self, q, nd):
         o = nd.outputs[0]
         nm = f"v{q}"
-        names[id(o)], dtypes[id(o)] = nm, o.dtype
-        lv = max([level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
-        op = nd.op.name
-        if nd.op.kind == "elementwise" or op == "expand":
-            text = op_expression(nd, names, dtypes, const, typed_calls, param=param)
-            if row_class(o.shape, dom) == "full":
-                elem[id(o)] = (f"{nm} = {text}    # {op}", deps(nd))
+        self.names[id(o)], self.dtypes[id(o)] = nm, o.dtype
+        lv = max([self.level[id(v)] for v in nd.inputs if isinstance(v, Value)] or [0])
+        if nd.op.kind == "elementwise" or nd.op.name == "expand":
+            text = op_expression(nd, self.names, self.dtypes, self.const, typed_calls, param=self.param)
+            if row_class(o.shape, self.dom) == "full":
+                self.elem[id(o)] = (f"{nm} = {text}    # {nd.op.name}",
+                                    tuple(id(v) for v in nd.inputs if id(v) in self.elem))
             else:
-                row_stmts.setdefault(lv, []).append(f"{nm} = {text}    # {op}")
+                self.row_stmts.setdefault(lv, []).append(f"{nm} = {text}    # {nd.op.name}")
         else:
-            x, t = names[id(nd.inputs[0])], f"t{q}"
-            dt = f"np.{npname(o.dtype)}"
-            j = next((j for j, v in enumerate(ins) if v is nd.inputs[0] and in_kinds[j] == "full" and L == 1), None)
-            shared = not nd.op.row_exp      # the row is only read (the exp family writes its shifted exp there)
-            if shared and id(nd.inputs[0]) in rows_of:
-                t = rows_of[id(nd.inputs[0])]
-            elif j is None:
-                scratch.append((t, nd.inputs[0].dtype.np))
-                updates.setdefault(lv + 1, []).append((t, x))
-            else:           # reduce the input's row slice itself (read-only)
-                t = f"p{j}"
-                row_slices.add(j)
-            if shared:
-                rows_of[id(nd.inputs[0])] = t
-            rs = row_stmts.setdefault(lv + 1, [])
-
-            def row_sum():
-                if t not in row_sums:
-                    row_sums[t] = f"r{q}"
-                    rs.append(f"r{q} = rsum({t}, N)")
-                return row_sums[t]
-            if op == "sum" or op == "mean":
-                # (the row length N is an argument, not a literal: BatchNorm layers of any size share a kernel)
-                rs.append(f"{nm} = {dt}({row_sum()}{'' if op == 'sum' else ' / N'})")
-            elif op == "var":
-                corr = nd.attrs["correction"]
-                den = f"(N - {corr} if N > {corr} else 0)"
-                rs += [f"m{q} = {row_sum()} / N", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
-            elif op == "amax" or op == "amin":
-                rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
-            else:           # logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)
-                k = out_index.get(id(o)) if op == "softmax" and L == 1 else None
-                if k is not None:   # exp straight into the output row (its cache lines arrive while exp computes)
-                    u = f"o{k}"
-                    rs.append(f"{u} = out{k}[b:b + T]")
-                else:
-                    u = f"u{q}" if op == "log_softmax" or j is not None else t
-                    if u != t:
-                        scratch.append((u, o.dtype.np))
-                # logsumexp shifts by 0 when the max is not finite; softmax and log_softmax by the max as it is, so
-                # that a row holding +inf or NaN, or only -inf, is NaN everywhere (PyTorch; see ops/nn_ops.py)
-                shift = f"{dt}(a{q}) if isfinite(a{q}) else {const(0.0, o.dtype)}" if op == "logsumexp" else \
-                    f"{dt}(a{q})"
-                exp = f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype)
-                if j is None:
-                    rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}", exp]
-                else:       # an input's row: the next row's max is found in this row's exp loop (one memory-bound
-                    # pass less per row, its reads overlap the compute-bound exp); the block's first row finds its own
-                    block.append(f"n{q} = rmax(in{j}[rlo * T:rlo * T + T], N)")
-                    rs += [f"a{q} = n{q}", f"h{q} = {shift}",
-                           f"w{q} = in{j}[b + T:b + 2 * T] if r + 1 < rhi else {t}",
-                           f"m{q} = {const(-np.inf, nd.inputs[0].dtype)}",
-                           exp + f"\n    m{q} = rmaximum(m{q}, w{q}[c])", f"n{q} = m{q}"]
-                rs.append(f"s{q} = rsum({u}, N)")
-                if op == "logsumexp":
-                    rs.append(f"{nm} = {dt}(log_f64(s{q})) + h{q}")
-                elif k is not None:     # scaled in place while the row is in L1; later loops read it as stored
-                    rs += [f"i{q} = {dt}(1.0 / s{q})", f"for c in range(N):\n    {u}[c] = {dt}({u}[c] * i{q})"]
-                    elem[id(o)] = (f"{nm} = {u}[c]    # softmax", ())
-                    direct.add(id(o))
-                elif op == "softmax":
-                    rs.append(f"i{q} = {dt}(1.0 / s{q})")
-                    elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
-                else:
-                    rs.append(f"g{q} = {dt}(log_f64(s{q}))")
-                    elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
+            self._reduction(q, nd, lv)
             lv += 1
-        level[id(o)] = lv
-        if id(o) in out_index and id(o) not in direct:
-            k = out_index[id(o)]
-            if id(o) in elem:
-                stores.setdefault(lv + 1, []).append((id(o), k, nm))
+        self.level[id(o)] = lv
+        if id(o) in self.out_index and id(o) not in self.direct:
+            k = self.out_index[id(o)]
+            if id(o) in self.elem:
+                self.stores.setdefault(lv + 1, []).append((id(o), k, nm))
             else:
-                row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
+                self.row_stmts.setdefault(lv, []).append(f"out{k}[r] = {nm}")
 
-    npass = max(list(updates) + list(stores) + list(row_stmts))
-    order = [id(v) for v in ins if id(v) in elem] + [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in elem]
+    def _reduction(self, q, nd, lv):
+        """A row reduction at level lv: its operand's row (a scratch row the pass lv + 1 fills, or an input's
+        row slice), then its per-row statements after that pass."""
+        o, x = nd.outputs[0], self.names[id(nd.inputs[0])]
+        t, dt, op = f"t{q}", f"np.{npname(o.dtype)}", nd.op.name
+        j = next((j for j, v in enumerate(self.ins)
+                  if v is nd.inputs[0] and self.in_kinds[j] == "full" and self.L == 1), None)
+        shared = not nd.op.row_exp      # the row is only read (the exp family writes its shifted exp there)
+        if shared and id(nd.inputs[0]) in self.rows_of:
+            t = self.rows_of[id(nd.inputs[0])]
+        elif j is None:
+            self.scratch.append((t, nd.inputs[0].dtype.np))
+            self.updates.setdefault(lv + 1, []).append((t, x))
+        else:           # reduce the input's row slice itself (read-only)
+            t = f"p{j}"
+            self.row_slices.add(j)
+        if shared:
+            self.rows_of[id(nd.inputs[0])] = t
+        rs = self.row_stmts.setdefault(lv + 1, [])
+        nm = self.names[id(o)]
+        if op == "sum" or op == "mean":
+            # (the row length N is an argument, not a literal: BatchNorm layers of any size share a kernel)
+            rs.append(f"{nm} = {dt}({self._row_sum(t, q, rs)}{'' if op == 'sum' else ' / N'})")
+        elif op == "var":
+            corr = nd.attrs["correction"]
+            den = f"(N - {corr} if N > {corr} else 0)"
+            rs += [f"m{q} = {self._row_sum(t, q, rs)} / N", f"{nm} = {dt}(rsumsq({t}, N, m{q}) / {den})"]
+        elif op == "amax" or op == "amin":
+            rs.append(f"{nm} = {dt}(r{op[1:]}({t}, N))")
+        else:
+            self._exp_family(q, nd, t, j, rs)
+
+    def _row_sum(self, t, q, rs):
+        if t not in self.row_sums:
+            self.row_sums[t] = f"r{q}"
+            rs.append(f"r{q} = rsum({t}, N)")
+        return self.row_sums[t]
+
+    def _exp_family(self, q, nd, t, j, rs):
+        """logsumexp, softmax, log_softmax: shift by the row's max (0 if it is not finite)."""
+        o, op = nd.outputs[0], nd.op.name
+        nm, dt = self.names[id(o)], f"np.{npname(o.dtype)}"
+        k = self.out_index.get(id(o)) if op == "softmax" and self.L == 1 else None
+        if k is not None:   # exp straight into the output row (its cache lines arrive while exp computes)
+            u = f"o{k}"
+            rs.append(f"{u} = out{k}[b:b + T]")
+        else:
+            u = f"u{q}" if op == "log_softmax" or j is not None else t
+            if u != t:
+                self.scratch.append((u, o.dtype.np))
+        # logsumexp shifts by 0 when the max is not finite; softmax and log_softmax by the max as it is, so
+        # that a row holding +inf or NaN, or only -inf, is NaN everywhere (PyTorch; see ops/nn_ops.py)
+        shift = f"{dt}(a{q}) if isfinite(a{q}) else {self.const(0.0, o.dtype)}" if op == "logsumexp" else \
+            f"{dt}(a{q})"
+        exp = f"for c in range(N):\n    {u}[c] = " + typed_calls(f"expshift({t}[c] - h{q})", o.dtype)
+        if j is None:
+            rs += [f"a{q} = rmax({t}, N)", f"h{q} = {shift}", exp]
+        else:       # an input's row: the next row's max is found in this row's exp loop (one memory-bound
+            # pass less per row, its reads overlap the compute-bound exp); the block's first row finds its own
+            self.block.append(f"n{q} = rmax(in{j}[rlo * T:rlo * T + T], N)")
+            rs += [f"a{q} = n{q}", f"h{q} = {shift}",
+                   f"w{q} = in{j}[b + T:b + 2 * T] if r + 1 < rhi else {t}",
+                   f"m{q} = {self.const(-np.inf, nd.inputs[0].dtype)}",
+                   exp + f"\n    m{q} = rmaximum(m{q}, w{q}[c])", f"n{q} = m{q}"]
+        rs.append(f"s{q} = rsum({u}, N)")
+        if op == "logsumexp":
+            rs.append(f"{nm} = {dt}(log_f64(s{q})) + h{q}")
+        elif k is not None:     # scaled in place while the row is in L1; later loops read it as stored
+            rs += [f"i{q} = {dt}(1.0 / s{q})", f"for c in range(N):\n    {u}[c] = {dt}({u}[c] * i{q})"]
+            self.elem[id(o)] = (f"{nm} = {u}[c]    # softmax", ())
+            self.direct.add(id(o))
+        elif op == "softmax":
+            rs.append(f"i{q} = {dt}(1.0 / s{q})")
+            self.elem[id(o)] = (f"{nm} = {dt}({u}[c] * i{q})    # softmax", ())
+        else:
+            rs.append(f"g{q} = {dt}(log_f64(s{q}))")
+            self.elem[id(o)] = (f"{nm} = ({t}[c] - h{q}) - g{q}    # log_softmax", ())
 
     # inner loops address operands, outputs and (L > 1) scratch rows by flat offsets, as unsigned integers:
     # numba checks no negative index then, the loop vectorizes, and no array view is made per segment (a
     # slice per operand cost a BatchNorm backward kernel 16% more compile time)
-    def at(base):
+    def _at(self, base):
         return "c" if base == "0" else f"np.uint64({base} + c)"
 
-    def inner_loop(p):
-        ups, sts = updates.get(p, []), stores.get(p, [])
-        wanted = [vid for _, x in ups for vid in _named(x, names, elem)] + [vid for vid, _, _ in sts]
+    def inner_loop(self, p):
+        elem = self.elem
+        ups, sts = self.updates.get(p, []), self.stores.get(p, [])
+        wanted = [vid for _, x in ups for vid in _named(x, self.names, elem)] + [vid for vid, _, _ in sts]
         need = set()
         while wanted:
             vid = wanted.pop()
             if vid not in need:
                 need.add(vid)
                 wanted.extend(elem[vid][1])
-        lines = [elem[vid][0] for vid in order if vid in need]
-        lines += [f"{t}[{at('0' if L == 1 else 'e')}] = {x}" for t, x in ups]
-        lines += [f"out{k}[{at('b')}] = {nm}" for _, k, nm in sts]
+        lines = [elem[vid][0] for vid in self.order if vid in need]
+        lines += [f"{t}[{self._at('0' if self.L == 1 else 'e')}] = {x}" for t, x in ups]
+        lines += [f"out{k}[{self._at('b')}] = {nm}" for _, k, nm in sts]
         if not lines:
             return []
         loop = ["for c in range(T):"] + ["    " + ln for text in lines for ln in text.split("\n")]
-        if L == 1:
+        if self.L == 1:
             return loop
         return ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + ["    " + ln for ln in loop]
 
-    def kernel_fn(fname, rng, flags):
-        kp_arg, kp_unpack = param_args(params)
-        sig = ", ".join([f"in{j}" for j in range(len(ins))] + [t for t, _ in scratch]
-                        + [f"out{k}" for k in range(len(outs))] + ["R", "L", "T"] + kp_arg)
+    def kernel_fn(self, fname, rng, flags):
+        kp_arg, kp_unpack = param_args(self.params)
+        sig = ", ".join([f"in{j}" for j in range(len(self.ins))] + [t for t, _ in self.scratch]
+                        + [f"out{k}" for k in range(len(self.outs))] + ["R", "L", "T"] + kp_arg)
         rb = ROWS_PER_BLOCK
-        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + head]
+        lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + self.head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         if rng != "range":       # threads: each task its own rows
-            lines += [f"        {t} = np.empty(N, np.{np.dtype(dt).name})" for t, dt in scratch]
+            lines += [f"        {t} = np.empty(N, np.{np.dtype(dt).name})" for t, dt in self.scratch]
         # (rlo/rhi: no generated name has that form; r{q} is a row sum)
         lines += [f"        rlo = blk * {rb}", f"        rhi = R if R < rlo + {rb} else rlo + {rb}"]
-        lines += ["        " + s for s in block] + ["        for r in range(rlo, rhi):"]
-        row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j in sorted(row_slices)]
-               if L == 1 else []) + row_stmts.get(0, [])
-        for p in range(1, npass + 1):
-            row += inner_loop(p) + row_stmts.get(p, [])
+        lines += ["        " + s for s in self.block] + ["        for r in range(rlo, rhi):"]
+        row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j in sorted(self.row_slices)]
+               if self.L == 1 else []) + self.row_stmts.get(0, [])
+        for p in range(1, self.npass + 1):
+            row += self.inner_loop(p) + self.row_stmts.get(p, [])
         lines += ["            " + ln for text in row for ln in text.split("\n")]
         return "\n".join(lines)
 
-    base = njit_flags(fastmath)
-    title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
-             f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {npass} passes over each row")
-    code = module_code(consts, [kernel_fn("kernel", "range", base),
-                                kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                       ["from tracejit.kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  # noqa: F401  (reduce a scratch row)"])
-    ks = KernelSource(name, header(title, node), code, "rows", in_kinds, (R, L, T), R * N, params,
-                      [(dt, N) for _, dt in scratch])
-    ks.parallel_ok = R > 1
-    return ks
+    def source(self, name, fastmath):
+        ins, outs, R, L, T, N = self.ins, self.outs, self.R, self.L, self.T, self.N
+        base = njit_flags(fastmath)
+        title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
+                 f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {self.npass} passes over each row")
+        code = module_code(self.consts, [self.kernel_fn("kernel", "range", base),
+                                         self.kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
+                           ["from tracejit.kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  "
+                            "# noqa: F401  (reduce a scratch row)"])
+        ks = KernelSource(name, header(title, self.node), code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
+                          [(dt, N) for _, dt in self.scratch])
+        ks.parallel_ok = R > 1
+        return ks
 
 
 def _named(line, names, elem):
