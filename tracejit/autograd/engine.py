@@ -55,7 +55,29 @@ def _dfs(roots):
                 stack.pop()
                 order.append(node)
     order.reverse()
-    return order
+    return _leaves_early(order)
+
+
+def _leaves_early(order):
+    """Each AccumulateGrad right after the last node that feeds it, as PyTorch's engine runs them first once
+    ready: a leaf's .grad and its hooks (DDP's bucket all-reduce) come as soon as its gradient is complete. (In
+    reverse post-order nn.Linear's bias, the first edge of its node, came after the whole backward.)"""
+    last = {}
+    for i, node in enumerate(order):
+        for e in node.edges:
+            if e is not None and type(e[0]) is AccumulateGrad:
+                last[e[0]] = i
+    if not last:
+        return order
+    out = []
+    after = {}
+    for leaf, i in last.items():
+        after.setdefault(i, []).append(leaf)
+    for i, node in enumerate(order):
+        if node not in last:
+            out.append(node)
+            out.extend(after.get(i, ()))
+    return out
 
 
 def _fit(g, shape, dtype):
