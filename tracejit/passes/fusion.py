@@ -282,36 +282,49 @@ SIBLINGS = 8        # a node tries to join the groups of at most this many earli
 def find_groups(g, can_fuse=default_can_fuse, rows=False):
     """Lists of node indices, one per group (each list in graph order), and the row domain of each group
     (None for an elementwise group). With `rows`, row groups (see `row_domain`) are formed first."""
-    nodes = g.nodes
-    n = len(nodes)
-    prod = {}
-    for i, nd in enumerate(nodes):
-        for o in nd.outputs:
-            prod[id(o)] = i
-    succ = [set() for _ in range(n)]
-    consumers = {}
-    for i, nd in enumerate(nodes):
-        for v in nd.inputs:
-            if isinstance(v, Value):
-                cs = consumers.setdefault(id(v), [])
-                if not cs or cs[-1] != i:
-                    cs.append(i)
-                p = prod.get(id(v))
-                if p is not None:
-                    succ[p].add(i)
-    fus = [can_fuse(nd) for nd in nodes]
-    shape = [nd.outputs[0].shape if nd.outputs else None for nd in nodes]
-    units = Units(succ)
-    find = units.find
-    grouped = [False] * n        # in a group (a node alone outside every group is not)
-    seeds = {}                   # first node of each row group -> its row domain
+    gr = _Grouping(g, can_fuse)
+    if rows:
+        gr.row_groups()
+    gr.elementwise_groups()
+    gr.epilogues()
+    return gr.groups(), gr.units, gr.prod
 
-    def row_ok(j, dom, seed):
+
+class _Grouping:
+    """The state of find_groups: the graph's producer/consumer maps (node indices), which nodes may fuse, the
+    units (groups being merged under the convexity rule) and which nodes are in a group."""
+
+    def __init__(self, g, can_fuse):
+        self.nodes = nodes = g.nodes
+        self.n = n = len(nodes)
+        self.prod = prod = {}
+        for i, nd in enumerate(nodes):
+            for o in nd.outputs:
+                prod[id(o)] = i
+        succ = [set() for _ in range(n)]
+        self.consumers = consumers = {}
+        for i, nd in enumerate(nodes):
+            for v in nd.inputs:
+                if isinstance(v, Value):
+                    cs = consumers.setdefault(id(v), [])
+                    if not cs or cs[-1] != i:
+                        cs.append(i)
+                    p = prod.get(id(v))
+                    if p is not None:
+                        succ[p].add(i)
+        self.fus = [can_fuse(nd) for nd in nodes]
+        self.shape = [nd.outputs[0].shape if nd.outputs else None for nd in nodes]
+        self.units = Units(succ)
+        self.grouped = [False] * n   # in a group (a node alone outside every group is not)
+        self.seeds = {}              # first node of each row group -> its row domain
+
+    def row_ok(self, j, dom, seed):
+        nodes, prod, find = self.nodes, self.prod, self.units.find
         nd = nodes[j]
         d = row_domain(nd)
         # elementwise work per element or per row (with a single row, a scalar is per row: a loss's mean)
         one_row = int(np.prod(dom[1])) == 1
-        if d is None and not (fus[j] and row_class(nd.outputs[0].shape, dom) in
+        if d is None and not (self.fus[j] and row_class(nd.outputs[0].shape, dom) in
                               (("full", "row", "scalar") if one_row else ("full", "row"))):
             return False
         if d is not None and d != dom:
@@ -322,7 +335,7 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
         # a value made in the group is a per-element or a per-row variable there: it must be read as such
         gid = find(seed)
         for v, p, c in [(v, prod.get(id(v)), j) for v in nd.inputs if isinstance(v, Value)] + \
-                [(o, j, c) for o in nd.outputs for c in consumers.get(id(o), ())]:
+                [(o, j, c) for o in nd.outputs for c in self.consumers.get(id(o), ())]:
             if p is None or (find(p) != gid and p != j) or (find(c) != gid and c != j):
                 continue
             # (a row reduction's output is per row unless it has its input's shape: softmax's family)
@@ -333,12 +346,14 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
                 return False
         return True
 
-    if rows:
+    def row_groups(self):
+        """Each row reduction not yet grouped seeds a row group, grown over its neighbours while row_ok."""
+        nodes, prod, consumers, grouped = self.nodes, self.prod, self.consumers, self.grouped
         for i, nd in enumerate(nodes):
             dom = row_domain(nd)
             if dom is None or grouped[i]:
                 continue
-            seeds[i] = dom
+            self.seeds[i] = dom
             S = {i}
             grouped[i] = True
             grown = True
@@ -352,52 +367,63 @@ def find_groups(g, can_fuse=default_can_fuse, rows=False):
                     near.update(c for v in nodes[m].inputs if isinstance(v, Value) for c in consumers.get(id(v), ())
                                 if c not in S and row_domain(nodes[c]) == dom)
                 for j in sorted(near - S):
-                    if not grouped[j] and row_ok(j, dom, i) and units.merge(i, j) is not None:
+                    if not grouped[j] and self.row_ok(j, dom, i) and self.units.merge(i, j) is not None:
                         S.add(j)
                         grouped[j] = True
                         grown = True
             for m in S:
-                fus[m] = False
+                self.fus[m] = False
 
-    for i, nd in enumerate(nodes):
-        if not fus[i]:
-            continue
-        cands = []
-        for v in nd.inputs:
-            if isinstance(v, Value):
-                p = prod.get(id(v))
-                if p is not None and fus[p] and shape[p] == shape[i]:
-                    cands.append(find(p))
-        for v in nd.inputs:
-            if isinstance(v, Value):
-                cs = consumers.get(id(v), ())
-                k = bisect.bisect_left(cs, i)
-                for c in cs[max(0, k - SIBLINGS):k]:
-                    if fus[c] and shape[c] == shape[i]:
-                        cands.append(find(c))
-        grouped[i] = True
-        for r in dict.fromkeys(cands):
-            if find(r) != find(i):
-                units.merge(i, r)
-    # reduction epilogues: a float `sum` of a value made in a group joins it (the loop accumulates the value
-    # where it is computed; the value is still stored if anything else reads it)
-    elementwise = sorted({find(i) for i in range(n) if grouped[i] and fus[i]}, key=lambda r: max(units.members[r]))
-    for r in elementwise:
-        for m in sorted(units.members[find(r)]):
-            o = nodes[m].outputs[0]
-            if nodes[m].op.broadcasts:
+    def elementwise_groups(self):
+        """Each fusible node merges with the fusible producers of its operands and its recent siblings (readers
+        of the same operand) of its shape."""
+        nodes, prod, consumers, fus, shape, find = \
+            self.nodes, self.prod, self.consumers, self.fus, self.shape, self.units.find
+        for i, nd in enumerate(nodes):
+            if not fus[i]:
                 continue
-            for j in consumers.get(id(o), ()):
-                red = nodes[j]
-                if can_reduce(red) and red.inputs[0] is o and not grouped[j]:
-                    if units.merge(m, j) is not None:
-                        grouped[j] = True
-    domains = {find(s): dom for s, dom in seeds.items()}
-    reps = dict.fromkeys(find(i) for i in range(n) if grouped[i])
-    groups = sorted((sorted(units.members[r]), domains.get(r)) for r in reps)
-    # a group of broadcasts alone would only materialize them: leave those as views
-    groups = [(m, d) for m, d in groups if any(not nodes[i].op.broadcasts for i in m)]
-    return groups, units, prod
+            cands = []
+            for v in nd.inputs:
+                if isinstance(v, Value):
+                    p = prod.get(id(v))
+                    if p is not None and fus[p] and shape[p] == shape[i]:
+                        cands.append(find(p))
+            for v in nd.inputs:
+                if isinstance(v, Value):
+                    cs = consumers.get(id(v), ())
+                    k = bisect.bisect_left(cs, i)
+                    for c in cs[max(0, k - SIBLINGS):k]:
+                        if fus[c] and shape[c] == shape[i]:
+                            cands.append(find(c))
+            self.grouped[i] = True
+            for r in dict.fromkeys(cands):
+                if find(r) != find(i):
+                    self.units.merge(i, r)
+
+    def epilogues(self):
+        """Reduction epilogues: a float `sum` of a value made in a group joins it (the loop accumulates the value
+        where it is computed; the value is still stored if anything else reads it)."""
+        nodes, units, grouped, find = self.nodes, self.units, self.grouped, self.units.find
+        elementwise = sorted({find(i) for i in range(self.n) if grouped[i] and self.fus[i]},
+                             key=lambda r: max(units.members[r]))
+        for r in elementwise:
+            for m in sorted(units.members[find(r)]):
+                o = nodes[m].outputs[0]
+                if nodes[m].op.broadcasts:
+                    continue
+                for j in self.consumers.get(id(o), ()):
+                    red = nodes[j]
+                    if can_reduce(red) and red.inputs[0] is o and not grouped[j]:
+                        if units.merge(m, j) is not None:
+                            grouped[j] = True
+
+    def groups(self):
+        find = self.units.find
+        domains = {find(s): dom for s, dom in self.seeds.items()}
+        reps = dict.fromkeys(find(i) for i in range(self.n) if self.grouped[i])
+        groups = sorted((sorted(self.units.members[r]), domains.get(r)) for r in reps)
+        # a group of broadcasts alone would only materialize them: leave those as views
+        return [(m, d) for m, d in groups if any(not self.nodes[i].op.broadcasts for i in m)]
 
 
 def fusion(g, can_fuse=default_can_fuse, rows=False):
