@@ -109,6 +109,18 @@ def test_whole_program_switch(monkeypatch):
     assert not tracejit.trace(lambda x: x).check
 
 
+def test_environment_variable_turns_it_on_for_a_whole_program():
+    import os
+    import subprocess
+    import sys
+    code = "import tracejit; print(tracejit.trace(lambda x: x).check, tracejit.trace(lambda x: x, check=False).check)"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for value, want in (("1", "True False"), ("0", "False False")):
+        env = dict(os.environ, TRACEJIT_CHECK=value, PYTHONPATH=root)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert out.stdout.split() == want.split(), out.stderr
+
+
 def test_backward_through_outputs_after_one_without_grad():
     """(found by the check mode) an integer output before a float one: the backward took the wrong cotangents."""
     f = tracejit.trace(lambda x: (x.sum(0), (x * 3).long(), (x * x).sum()))
