@@ -3,16 +3,23 @@ from .. import functional as F
 from .module import Module
 
 
-class ReLU(Module):
+class _Inplace(Module):
+    """An activation whose only argument is `inplace`: forward calls `fn(input, inplace)`."""
+    fn = None
+
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input):
-        return input.relu_() if self.inplace else F.relu(input)
+        return type(self).fn(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
+
+
+class ReLU(_Inplace):
+    fn = F.relu
 
 
 class Threshold(Module):
@@ -27,16 +34,8 @@ class Threshold(Module):
         return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
 
 
-class ReLU6(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.relu6(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+class ReLU6(_Inplace):
+    fn = F.relu6
 
 
 class LeakyReLU(Module):
@@ -64,16 +63,8 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.silu(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+class SiLU(_Inplace):
+    fn = F.silu
 
 
 class ELU(Module):
@@ -89,16 +80,8 @@ class ELU(Module):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
-class SELU(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.selu(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+class SELU(_Inplace):
+    fn = F.selu
 
 
 class CELU(Module):
@@ -164,16 +147,8 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class Mish(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.mish(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+class Mish(_Inplace):
+    fn = F.mish
 
 
 class Hardtanh(Module):
@@ -188,22 +163,18 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
-class Hardswish(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
+class Hardswish(_Inplace):
+    fn = F.hardswish
 
-    def forward(self, input):
-        return F.hardswish(input, self.inplace)
+    def extra_repr(self):       # (PyTorch's repr shows no inplace for this one)
+        return ""
 
 
-class Hardsigmoid(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
+class Hardsigmoid(_Inplace):
+    fn = F.hardsigmoid
 
-    def forward(self, input):
-        return F.hardsigmoid(input, self.inplace)
+    def extra_repr(self):       # (PyTorch's repr shows no inplace for this one)
+        return ""
 
 
 class LogSigmoid(Module):
