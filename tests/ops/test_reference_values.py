@@ -333,7 +333,7 @@ CASES["scaled_dot_product_attention"] = (
 
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
-    "check_classes": "one_hot", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
+    "check_classes": "one_hot", "check_index": "index_select", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,

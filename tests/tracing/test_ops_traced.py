@@ -93,6 +93,7 @@ CASES = {
     "nll_loss": (lambda x: F.nll_loss(torch.log_softmax(x, 1), torch.tensor([1, 0, 3, 3]), ignore_index=0,
                                       weight=torch.tensor([1.0, 0.5, 2.0, 1.5, 1.0], dtype=torch.float64)), [N(4, 5)]),
     "check_classes": (lambda i: F.one_hot(torch.remainder(i, 3), 3) * 2, [I(5)]),
+    "check_index": (lambda x, i: torch.index_select(x, 0, torch.remainder(i, 3)) * 2, [N(3, 4), I(5)]),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, training=True) * x,
                    [N(4, 3, 2, 2), N(3), N(3)]),
     "to_memory_format": (lambda x: x.contiguous(memory_format=torch.channels_last) * x, [N(2, 3, 2, 2)]),

@@ -230,13 +230,25 @@ def slice_dim(input, dim, start, stop):
     return getitem(input, (slice(None),) * dim + (slice(start, stop),))
 
 
+def _check_index_np(index, size):
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= size):
+        raise IndexError("index out of range in self")
+    return index
+
+
+# index_select's indices must lie in [0, size) (getitem would wrap a negative one): checked on every call, in
+# compiled programs too (a node that checks its integer input and passes it through, never fused)
+defop("check_index", _check_index_np, lambda index, size: AVal(index.shape, index.dtype), kind="other")
+
+
 def index_select(input, dim, index):
     d = norm_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    i = index._host() if index._data is not None else None   # (numpy: inside a trace an op on it is recorded)
-    if i is not None and i.size and (int(i.min()) < 0 or int(i.max()) >= input.shape[d]):
-        raise IndexError("index out of range in self")
+    if index._data is not None:         # eagerly: check before computing (inside a trace: the check op)
+        _check_index_np(index._host(), input.shape[d])
+    else:
+        index = apply(OPS["check_index"], index, size=input.shape[d])
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 
