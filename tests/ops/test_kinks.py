@@ -6,6 +6,7 @@ reads the same table against torch where it is installed, so the table itself ca
 """
 import math
 
+import numpy as np
 import pytest
 
 import tracejit as tj
@@ -100,3 +101,13 @@ def test_table_is_pytorchs():
         assert _close(ga, BINARY[name][0]) and _close(gb, BINARY[name][1]), name
     for name in UNARY:
         assert _close(_grad_unary(torch, name), UNARY[name][2]), name
+
+
+def test_check_index_op_passes_in_range_indices_and_refuses_others():
+    """The node traced index_select checks its indices with (run eagerly here, so its shape rule is checked too)."""
+    from tracejit.ops.registry import OPS, apply
+    i = tj.tensor([0, 2, 1])
+    np.testing.assert_array_equal(apply(OPS["check_index"], i, size=3).numpy(), [0, 2, 1])
+    for bad in ([0, 3], [-1, 0]):
+        with pytest.raises(IndexError, match="index out of range in self"):
+            apply(OPS["check_index"], tj.tensor(bad), size=3)

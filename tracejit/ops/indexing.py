@@ -245,9 +245,9 @@ def index_select(input, dim, index):
     d = norm_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index._data is not None:         # eagerly: check before computing (inside a trace: the check op)
+    if index._data is not None:         # eagerly: PyTorch's message (apply would prefix the op's name)
         _check_index_np(index._host(), input.shape[d])
-    else:
+    else:                               # inside a trace: the check is a node of the compiled program
         index = apply(OPS["check_index"], index, size=input.shape[d])
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
