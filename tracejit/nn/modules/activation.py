@@ -84,16 +84,9 @@ class SELU(_Inplace):
     fn = F.selu
 
 
-class CELU(Module):
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha, self.inplace = alpha, inplace
-
+class CELU(ELU):
     def forward(self, input):
         return F.celu(input, self.alpha, self.inplace)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class GLU(Module):
