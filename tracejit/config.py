@@ -5,3 +5,5 @@ cache_size_limit = int(os.environ.get("TRACEJIT_CACHE_SIZE_LIMIT", "8"))   # com
 verify_ir = os.environ.get("TRACEJIT_VERIFY_IR", "0") == "1"              # run the IR verifier after each pass
 default_backend = os.environ.get("TRACEJIT_BACKEND", "numba")          # "interpreter": the reference oracle
 fastmath = False                                                           # opt-in for the numba backend
+# intermediates whose lifetimes do not overlap share memory (passes/buffers.py); "0": one buffer each
+share_buffers = os.environ.get("TRACEJIT_SHARE_BUFFERS", "1") == "1"

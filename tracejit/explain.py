@@ -369,6 +369,9 @@ def explain(fn, *args, backend=None, requires_grad="auto", **kwargs):
                          f"{c1[0] - c0[0] + helped}" + (f" ({helped} of them in forked helper processes)"
                                                        if helped else "")))
         ex.cache.append(("kernels loaded from the disk cache for this trace", c1[1] - c0[1] - helped))
+    for pname, _, fn_, _ in progs:
+        if getattr(fn_, "plan", None) is not None:
+            ex.cache.append((f"{pname}: intermediate buffers", fn_.plan.summary()))
     disk = _disk_info()
     if disk:
         ex.cache.append(("disk cache", disk))

@@ -36,7 +36,8 @@ def test_explain_shows_both_graphs_passes_kernels_and_timing(tmp_path):
                cwd=tmp_path)
     assert "SumBackward0" in out and "= matmul %0 %1" in out
     for section in ("after pass simplify", "after partition: backward program", "fusion groups",
-                    "generated kernel source", "== cache ==", "time of one run, per kernel"):
+                    "generated kernel source", "== cache ==", "time of one run, per kernel",
+                    "backward: intermediate buffers"):
         assert section in out, section
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "Eager (dynamic)" in page and "Traced (static)" in page

@@ -131,3 +131,20 @@ def test_traced_module_retraces_after_moving_and_rejects_mixed_devices():
     close(f(x.cuda()), ref, rtol=1e-5)
     with pytest.raises(RuntimeError, match="same device"):
         f(x)                            # parameters on cuda now, input on the CPU
+
+
+def test_planned_buffers_share_memory_and_views_keep_theirs():
+    # %a's only direct reader is the transpose; the transposed view is read after other kernels wrote buffers
+    # of its size and dtype: the plan (passes/buffers.py) must keep %a's memory until then
+    def f(x, w):
+        b = torch.tanh(x * 2).t()
+        for _ in range(3):
+            x = torch.tanh(x @ w) * 0.5 + x
+        return (b.t() * (x @ w)).sum()
+
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    tf = torch.trace(f)
+    got = tf(x.cuda(), w.cuda())
+    close(got, f(x, w), rtol=1e-5, atol=1e-6)
+    cg = tf.graph(x.cuda(), w.cuda()).entry.fwd_fn
+    assert len(cg.plan.arenas) < len(cg._requests)

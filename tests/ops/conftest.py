@@ -1,5 +1,6 @@
 """Every op run eagerly in tests/ops also checks its shape/dtype rule: `meta` of the inputs' avals must
-equal the eager output's shape and dtype (the tracer and the IR verifier trust `meta`)."""
+equal the eager output's shape and dtype (the tracer and the IR verifier trust `meta`), and that an output
+shares no operand's memory unless the op says it may (`Op.may_alias`: the buffer plan trusts it)."""
 import numpy as np
 import pytest
 
@@ -32,6 +33,12 @@ def _checked(op, impl):
             want = (tuple(o.shape), D.from_numpy_dtype(o.dtype))
             assert got == want, (f"meta of op {op.name!r} output {k} says {got}, eager gives {want} "
                                  f"(inputs {[_aval(x) for x in args]}, attrs {attrs})")
+        if not op.may_alias:         # the buffer plan trusts this (tracejit/passes/buffers.py)
+            for k, o in enumerate(outs):
+                for j, a in enumerate(args):
+                    if isinstance(o, np.ndarray) and isinstance(a, np.ndarray) and np.may_share_memory(o, a):
+                        raise AssertionError(f"op {op.name!r}: output {k} shares memory with operand {j}, but "
+                                             f"the op does not say so (give it the trait aliases=True)")
         SEEN.add(op.name)
         return out
     run._meta_checked = impl

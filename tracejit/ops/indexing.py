@@ -78,7 +78,7 @@ def _slice_grad_name(attrs, args=None):
 defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name=_slice_grad_name,
       reads=lambda i, args: i >= 1)
 defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0",
-      reads=lambda i, args: i >= 1, host_indices=True)
+      reads=lambda i, args: i >= 1, host_indices=True, aliases=True)   # (numpy's mixed indexing can give a view)
 defop("index_backward", _index_backward_np, lambda g, *idx, shape, spec: AVal(shape, g.dtype),
       lambda c, g: (apply(OPS["index"], g, *c.inputs[1:], spec=c.attrs["spec"]),) + (None,) * (len(c.inputs) - 1),
       kind="index", saves="i", reads=lambda i, args: i >= 1, host_indices=True)
@@ -238,7 +238,8 @@ def _check_index_np(index, size):
 
 # index_select's indices must lie in [0, size) (getitem would wrap a negative one): checked on every call, in
 # compiled programs too (a node that checks its integer input and passes it through, never fused)
-defop("check_index", _check_index_np, lambda index, size: AVal(index.shape, index.dtype), kind="other")
+defop("check_index", _check_index_np, lambda index, size: AVal(index.shape, index.dtype), kind="other",
+      aliases=True)        # (returns its operand)
 
 
 def index_select(input, dim, index):

@@ -378,7 +378,8 @@ def _einsum_vjp(c, g):
     return tuple(grads)
 
 
-defop("einsum", _einsum_np, _einsum_meta, _einsum_vjp, kind="matmul", saves="i")
+defop("einsum", _einsum_np, _einsum_meta, _einsum_vjp, kind="matmul", saves="i",
+      aliases=True)   # numpy gives a view for a pure permutation or diagonal ("ij->ji", "ii->i")
 
 
 def einsum_terms(terms, out, *xs):

@@ -333,7 +333,8 @@ def _check_classes_np(x, num_classes):
     return x
 
 
-defop("check_classes", _check_classes_np, lambda x, num_classes: AVal(x.shape, x.dtype), kind="other")
+defop("check_classes", _check_classes_np, lambda x, num_classes: AVal(x.shape, x.dtype), kind="other",
+      aliases=True)        # (returns its operand)
 
 
 def check_classes(x, num_classes):

@@ -47,6 +47,8 @@ the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
   decompose(*args, **attrs) the op written with other registry ops, on tensors (same arguments as impl); it must
                            give the numpy `impl`'s results. A backend with no kernel of its own for the op runs it
                            (the CUDA backend: var, std, logsumexp, vector_norm, nll_loss...)
+  aliases                  its output may be (a view of) an operand's array though it is no view op (see
+                           `Op.may_alias`, which also covers views, noops, shape ops and collectives)
   fuses_in_parts           its decomposition fuses with the work around it (row kernels): a backend that fuses
                            lowers the op by it after autodiff (passes/decompose.py: batch_norm, to_memory_format, addmm
                            and mv/dot, whose matmul and add the backend fuses or runs as BLAS as before)
@@ -67,7 +69,7 @@ TRAITS = {"reads": None, "fusible": True, "broadcasts": False, "passthrough": Fa
           "bool_operands": False, "literal_exponent": False, "int_div_raises": False, "unit": None,
           "commutative": False, "involution": False, "noop": None, "reshapes": False, "row_reduce": None,
           "row_exp": False, "host_indices": False, "saved_outputs": None, "decompose": None,
-          "makes_contiguous": False, "scalar_edges": True, "fuses_in_parts": False}
+          "makes_contiguous": False, "scalar_edges": True, "fuses_in_parts": False, "aliases": False}
 
 
 class Op:
@@ -96,6 +98,14 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+    @property
+    def may_alias(self):
+        """Its outputs may share memory with its array operands (a view, the operand itself when nothing
+        changes, a collective's handle the communication thread reads the operand through): the buffer plan
+        keeps an operand's buffer alive while such an output lives. tests/ops/conftest.py checks, on every
+        eager call in tests/ops, that an op whose output shares an operand's memory says so."""
+        return self.view or self.aliases or self.noop is not None or self.kind in ("shape", "collective")
 
 
 for _k, _v in TRAITS.items():     # class-level defaults: an entry stores only the traits it sets

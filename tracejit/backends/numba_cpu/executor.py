@@ -2,7 +2,8 @@
 
 Fused nodes call their generated numba kernels; every other node (matmul -> numpy BLAS, reductions,
 indexing, random...) runs with its registry `impl`. Kernel outputs that are not returned to the caller
-live in buffers allocated once per compiled graph and reused by every call; outputs returned to the
+live in buffers allocated once per compiled graph and reused by every call (intermediates whose lifetimes
+do not overlap share memory: passes/buffers.py plans it); outputs returned to the
 caller are allocated fresh when the caller still holds the previous call's array (or a view of it), and
 reused when it does not (reference count): a fresh 64 MiB array costs more than the math. If a returned value turns out to be a
 view of a reused buffer (a reshape of an intermediate, say), it is copied before it is returned.
@@ -13,7 +14,9 @@ from sys import getrefcount
 import numpy as np
 
 from ..._keep import REFCOUNTS_EXACT, Keeper
+from ... import config
 from ...ir.graph import Value
+from ...passes import buffers
 from . import codegen, workers
 from .codegen import generate
 from .gemm import GEMM_ACC
@@ -55,7 +58,7 @@ class CompiledGraph:
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
-        self._buf_specs = []       # (size, numpy dtype, shape) per intermediate buffer
+        self._buf_specs = []       # (size, numpy dtype, shape, value or None for scratch, node index) per buffer
         # per call: may donated outputs be written into their inputs' arrays (no two inputs share memory)?
         self._ok_slot = None
         if self._donated:
@@ -67,14 +70,15 @@ class CompiledGraph:
         # (the engine copies one we keep), and a small allocation is cheaper than that copy
         self.keep_returned = REFCOUNTS_EXACT      # (else never reused: see tracejit/_keep.py)
         steps = []
-        for n in graph.nodes:
+        for k, n in enumerate(graph.nodes):
             if n.op.kind == "fused":
-                steps.append(self._fused_step(n, kslot, returned, fastmath))
+                steps.append(self._fused_step(n, k, kslot, returned, fastmath))
             elif n.op is GEMM_ACC and id(n.outputs[0]) in self._donated:
                 steps.append(self._gemm_step(n, slot))
             else:
                 steps.append(_impl_step(n, slot))
-        self._steps = steps
+        self._steps = steps         # one per node of the graph
+        self._slot = slot
         self._template = [None] * len(slot)
         for s, a in template_items:
             self._template[s] = a
@@ -87,11 +91,13 @@ class CompiledGraph:
                 outs.append((False, v, False))
         self._outs = outs
         self._check_alias = bool(self._buf_specs) and any(c for _, _, c in outs)
+        self.plan = buffers.plan(graph, [(np.dtype(dt), size, v, k) for size, dt, _, v, k in self._buf_specs],
+                                 share=config.share_buffers)
         self._pool.append(self._alloc())
         if warm:
             warm_kernels([self])
 
-    def _fused_step(self, n, slot, returned, fastmath):
+    def _fused_step(self, n, at, slot, returned, fastmath):
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath)
         mod = _cache.load_module(ks.code, "kernel")
@@ -113,12 +119,12 @@ class CompiledGraph:
                 fixed.append(None)
             else:
                 fixed.append(self._nslots + 2 * len(self._buf_specs))
-                self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape))
+                self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape, o, at))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         scratch = []               # the kernel's scratch arrays: intermediate buffers too, passed after the inputs
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
-            self._buf_specs.append((length, dt, (length,)))
+            self._buf_specs.append((length, dt, (length,), None, at))
         self._pending.append((name, disp, n, ks))
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
@@ -199,10 +205,11 @@ class CompiledGraph:
         return step
 
     def _alloc(self):
+        arenas = [np.empty(size, dt) for dt, size in self.plan.arenas]
+        self._bufids.update(map(id, arenas))
         bufs = []
-        for size, dt, shape in self._buf_specs:
-            b = np.empty(size, dt)
-            self._bufids.add(id(b))
+        for (size, _, shape, _, _), a in zip(self._buf_specs, self.plan.where):
+            b = arenas[a][:size]
             bufs += [b, b.reshape(shape)]
         return bufs
 
@@ -263,29 +270,17 @@ def _donations(graph, donate):
     the kernel each element of the input is then read before the same element is written (checked by the
     caller: an elementwise loop, the input read at the output's index, not a row kernel's passes); a gemm_acc
     node adds its product into its P input (BLAS reads C where it writes it)."""
-    # a view op's result may alias its input's array: reading it reads the input, returning it returns the input
-    root = {}
-    for n in graph.nodes:
-        if n.op.view and isinstance(n.inputs[0], Value):
-            root[id(n.outputs[0])] = root.get(id(n.inputs[0]), id(n.inputs[0]))
-    last_use = {}
-    for k, n in enumerate(graph.nodes):
-        for i in n.inputs:
-            if isinstance(i, Value):
-                last_use[id(i)] = k
-                if id(i) in root:
-                    last_use[root[id(i)]] = k
+    # the last read of an input counts reads through anything that may alias it (a view; a collective's handle,
+    # through which the communication thread reads it until the wait); one an output may alias is read after
+    # the call (passes/buffers.py)
+    last_use, _ = buffers.lifetimes(graph)
     where = {id(n): k for k, n in enumerate(graph.nodes)}
     out_ids = [id(v) for v in graph.outputs if isinstance(v, Value)]
-    out_ids += [root[i] for i in out_ids if i in root]
-    # a collective's start hands its input (or the array a view of it reads) to the communication thread, which
-    # reads it until the wait
-    sent = {root.get(id(i), id(i)) for n in graph.nodes if n.op.kind == "collective" for i in n.inputs}
     res = {}
     for j, i in donate.items():
         v, u = graph.outputs[j], graph.inputs[i]
         n = getattr(v, "producer", None)
-        if n is None or out_ids.count(id(v)) != 1 or id(u) in out_ids or id(u) in sent or \
+        if n is None or out_ids.count(id(v)) != 1 or id(u) in out_ids or \
                 not (n.op.kind == "fused" or (n.op is GEMM_ACC and n.inputs[0] is u)):
             continue
         if tuple(v.shape) == tuple(u.shape) and v.dtype == u.dtype and last_use.get(id(u)) == where[id(n)]:

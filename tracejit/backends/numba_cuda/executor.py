@@ -1,8 +1,9 @@
 """Runs a fused graph on the GPU: a plan of closures launching kernels on device buffers.
 
 Compile time (once per signature): the fusion pass (the CPU backend's), one generated `@cuda.jit` kernel per
-fused group (`codegen.py`, loaded through the disk cache), constants uploaded, and a device buffer allocated
-for every value the plan writes (fused outputs, matmul/reduction/softmax results). A call then only launches
+fused group (`codegen.py`, loaded through the disk cache), constants uploaded, and device buffers allocated
+for the values the plan writes (fused outputs, matmul/reduction/softmax results; those whose lifetimes do not
+overlap share memory: passes/buffers.py). A call then only launches
 kernels: no host round trip between them, no allocation for intermediates (concurrent calls from threads
 take turns: they share the planned buffers). Values returned to the caller get
 their buffer back on the next call when the caller dropped them (reference count), else a fresh one.
@@ -17,7 +18,9 @@ from sys import getrefcount
 import numpy as np
 
 from ..._keep import REFCOUNTS_EXACT
+from ... import config
 from ...ir.graph import Value
+from ...passes import buffers
 from . import array as A
 from .array import CudaArray
 
@@ -41,12 +44,21 @@ class CompiledCudaGraph:
                 slot_of(o)
         returned = {id(v) for v in graph.outputs if isinstance(v, Value)}
         self._bufs = {}              # id(buffer) of every planned buffer (the alias check)
+        self._requests = []          # (numpy dtype, elements, value or None, node index) per planned buffer
+        self._shapes = []            # (shape, numpy dtype) per request
+        self._planned = []           # the planned buffers, in the order of the requests
         self._steps = []
-        for n in graph.nodes:
+        for k, n in enumerate(graph.nodes):
             if n.op.kind == "fused":
-                self._steps.append(self._fused_step(n, slot, returned))
+                self._steps.append(self._fused_step(n, k, slot, returned))
             else:
-                self._steps.append(self._op_step(n, slot, returned))
+                self._steps.append(self._op_step(n, k, slot, returned))
+        self.plan = buffers.plan(graph, self._requests, share=config.share_buffers)
+        arenas = [A.empty((size,), dt).buf for dt, size in self.plan.arenas]
+        for (_, size, _, _), (shape, dt), a in zip(self._requests, self._shapes, self.plan.where):
+            b = A.CudaArray(arenas[a][:max(size, 1)], shape)
+            self._bufs[id(b.buf)] = True
+            self._planned.append(b)
         self._template = [None] * len(slot)
         for s, a in consts:
             self._template[s] = A.from_host(np.asarray(a))
@@ -54,12 +66,16 @@ class CompiledCudaGraph:
         self._lock = threading.Lock()    # the planned buffers serve one call at a time
 
     # ------------------------------------------------------------------ buffers
-    def _buffer(self, v, returned):
-        """A getter for the buffer of value v: planned once, or per call for returned values nobody holds."""
+    def _buffer(self, v, at, returned, scratch=False):
+        """A getter for the buffer of value v, written by node `at`: planned (see passes/buffers.py), or per call
+        for returned values nobody holds. A scratch buffer is read by that node alone."""
         if id(v) not in returned:
-            b = A.empty(v.shape, v.dtype.np)
-            self._bufs[id(b.buf)] = True
-            return lambda: b
+            j = len(self._requests)
+            self._requests.append((np.dtype(v.dtype.np), max(int(np.prod(v.shape, dtype=np.int64)), 1),
+                                   None if scratch else v, at))
+            self._shapes.append((v.shape, v.dtype.np))
+            planned = self._planned
+            return lambda: planned[j]
         last = [None]
         shape, dt = v.shape, v.dtype.np
 
@@ -73,7 +89,7 @@ class CompiledCudaGraph:
         return get
 
     # ------------------------------------------------------------------ fused kernels
-    def _fused_step(self, n, slot, returned):
+    def _fused_step(self, n, at, slot, returned):
         from .eager import load, run
         from .ops import IMPLS
         body = n.attrs["body"].nodes
@@ -94,15 +110,15 @@ class CompiledCudaGraph:
         getters = []
         for o in kouts:
             if id(o) in slot:
-                getters.append((slot[id(o)], self._buffer(o, returned)))
+                getters.append((slot[id(o)], self._buffer(o, at, returned)))
             else:                                        # a summand used only by its sum: a scratch buffer
-                getters.append((None, self._buffer(o, ())))
+                getters.append((None, self._buffer(o, at, (), scratch=True)))
         local = {id(o): k for k, o in enumerate(kouts)}
         reds = []
         for m in sums:
             x, o = m.inputs[0], m.outputs[0]
             src = ("k", local[id(x)]) if id(x) in local else ("s", slot[id(x)])
-            reds.append((src, slot[id(o)], self._buffer(o, returned), dict(m.attrs)))
+            reds.append((src, slot[id(o)], self._buffer(o, at, returned), dict(m.attrs)))
         sum_impl = IMPLS["sum"]
 
         def step(env):
@@ -121,7 +137,7 @@ class CompiledCudaGraph:
         return step
 
     # ------------------------------------------------------------------ other nodes
-    def _op_step(self, n, slot, returned):
+    def _op_step(self, n, at, slot, returned):
         from .eager import dispatch
         from .ops import CHECKED, IMPLS, OUT_VARIANT
         op, attrs = n.op, dict(n.attrs)
@@ -130,7 +146,7 @@ class CompiledCudaGraph:
         if op.name in CHECKED:     # the bounds check reads a flag back: skipped inside compiled graphs
             attrs["_check"] = False
         if op.name in OUT_VARIANT and len(outs) == 1:
-            get = self._buffer(n.outputs[0], returned)
+            get = self._buffer(n.outputs[0], at, returned)
             impl = IMPLS[op.name]
             o0 = outs[0]
 

@@ -1,0 +1,156 @@
+"""The buffer plan (passes/buffers.py) as the CPU executor uses it: intermediates share memory only when no
+value living in it is read again, views included, and the numbers do not change."""
+import numpy as np
+import pytest
+
+import tracejit
+import tracejit.nn as nn
+import tracejit.nn.functional as F
+from tracejit import config
+from tracejit.backends.numba_cpu.executor import CompiledGraph, _distinct_memory
+from tracejit.ir.graph import Value
+from tracejit.passes import buffers
+from tracejit.passes.fusion import fusion
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "tjcache"))
+
+
+def run_checked(cg, arrays):
+    """Run a CompiledGraph node by node; before each node, every value it reads must still hold what its
+    producer wrote (a buffer shared too early fails here, whatever the plan believes about aliasing)."""
+    slot, g = cg._slot, cg.graph
+    env = cg._template + cg._alloc()
+    for s, a in zip(cg._in_slots, arrays):
+        env[s] = a
+    if cg._ok_slot is not None:
+        env[cg._ok_slot] = _distinct_memory(arrays)
+    written = {id(v): np.array(a, copy=True) for v, a in zip(g.inputs, arrays)}
+
+    def check(v, where):
+        if isinstance(v, Value) and id(v) in written:
+            np.testing.assert_array_equal(np.asarray(env[slot[id(v)]]), written[id(v)],
+                                          err_msg=f"{v} was overwritten before {where}")
+
+    for n, step in zip(g.nodes, cg._steps):
+        for i in n.inputs:
+            check(i, n.op.name)
+        step(env)
+        for o in n.outputs:
+            written[id(o)] = np.array(env[slot[id(o)]], copy=True)
+    for v in g.outputs:
+        check(v, "the end")
+    return [env[slot[id(v)]] for v in g.outputs]
+
+
+def compiled(fn, *args):
+    g = tracejit.trace(fn, backend="interpreter").graph(*args).forward
+    return CompiledGraph(fusion(g, rows=True))
+
+
+def test_a_view_keeps_its_base_buffer_alive():
+    # %a's only direct reader is the transpose; the transposed view is read by the last kernel, after fused_1
+    # wrote a buffer of the same size and dtype: fused_1 must not reuse %a's memory
+    def f(x, w):
+        b = tracejit.tanh(x * 2).t()
+        d = tracejit.tanh(x @ w) + 1
+        return (b.t() * (d @ w)).sum()
+
+    x, w = tracejit.randn(6, 6), tracejit.randn(6, 6)
+    cg = compiled(f, x, w)
+    kernel_outs = [j for j, spec in enumerate(cg._buf_specs) if spec[3] is not None]
+    assert len(kernel_outs) == 2
+    a, d = (cg.plan.where[j] for j in kernel_outs)
+    assert a != d
+    want = f(x, w).item()
+    got, = run_checked(cg, [x.numpy(), w.numpy()])
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(cg([x.numpy(), w.numpy()])[0], want, rtol=1e-5)
+
+
+def test_buffers_with_disjoint_lifetimes_share_an_arena():
+    def f(x, w):
+        for _ in range(4):
+            x = tracejit.tanh(x @ w) * 0.5 + x
+        return x.sum()
+
+    x, w = tracejit.randn(8, 8), tracejit.randn(8, 8)
+    cg = compiled(f, x, w)
+    assert len(cg._buf_specs) >= 4
+    assert len(cg.plan.arenas) < len(cg._buf_specs)
+    unshared = sum(np.dtype(dt).itemsize * size for size, dt, *_ in cg._buf_specs)
+    assert cg.plan.requested == unshared and cg.plan.nbytes() < unshared
+    got, = run_checked(cg, [x.numpy(), w.numpy()])
+    np.testing.assert_allclose(got, f(x, w).item(), rtol=1e-5)
+
+
+def test_a_returned_view_of_an_intermediate_survives_later_kernels():
+    def f(x, w):
+        a = tracejit.tanh(x * 3)
+        v = a.reshape(-1)[:5]            # returned: a view of a's buffer
+        y = tracejit.exp(x @ w) - 1      # a later kernel of the same size
+        return v, (y @ w).sum()
+
+    x, w = tracejit.randn(4, 4), tracejit.randn(4, 4)
+    cg = compiled(f, x, w)
+    run_checked(cg, [x.numpy(), w.numpy()])
+    v, s = cg([x.numpy(), w.numpy()])
+    wv, ws = f(x, w)
+    np.testing.assert_allclose(v, wv.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s, ws.item(), rtol=1e-5)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(16, 32), nn.Linear(32, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.l3(F.gelu(self.l2(tracejit.tanh(self.l1(x)))))
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_a_training_step_is_the_same_with_and_without_sharing(share, monkeypatch):
+    monkeypatch.setattr(config, "share_buffers", share)
+    tracejit.manual_seed(0)
+    model = MLP()
+    opt = tracejit.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = tracejit.randn(64, 16), tracejit.randint(0, 4, (64,))
+
+    @tracejit.trace
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    tracejit.manual_seed(0)
+    ref = MLP()
+    ropt = tracejit.optim.Adam(ref.parameters(), lr=1e-2)
+    for _ in range(3):
+        ropt.zero_grad()
+        want = F.cross_entropy(ref(x), y)
+        want.backward()
+        ropt.step()
+        got = step(x, y)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    e = step.graph(x, y).entry
+    for cg in (e.fwd_fn, e.bwd_fn):
+        if isinstance(cg, CompiledGraph):
+            n = len(cg._buf_specs)
+            assert (len(cg.plan.arenas) < n) == share or n < 2
+
+
+def test_plan_keeps_dtypes_apart_and_scratch_to_its_node():
+    x = tracejit.randn(5)
+    g = tracejit.trace(lambda x: (x * 2).sum(), backend="interpreter").graph(x).forward
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    # scratch of node 0 and of node 0 again overlap; scratch of node 0 and of node 1 do not
+    p = buffers.plan(g, [(f32, 10, None, 0), (f32, 4, None, 0), (f32, 8, None, 1), (f64, 8, None, 1)])
+    assert p.where[0] != p.where[1]
+    assert p.where[2] == p.where[0]                  # best fit: the free arena of 10 elements, not the 4
+    assert p.arenas[p.where[3]][0] == f64 and p.where[3] not in p.where[:3]
+    assert p.nbytes() == 4 * (10 + 4) + 8 * 8

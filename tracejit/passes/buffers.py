@@ -1,0 +1,89 @@
+"""Buffer planning: which intermediates of a compiled graph may share memory.
+
+An executor writes some values into buffers it owns (fused kernels' outputs, their scratch arrays, the CUDA
+backend's `out=` results) and hands every other value to the caller or to numpy. It asks `plan` for those
+buffers: one request per buffer, with the node that writes it. A buffer lives from that node to the last read of
+its value or of anything that may share the value's memory (a view op's result, a collective's handle: see
+`Op.may_alias`); a value returned by the graph, or aliased by one, lives to the end. Requests whose lifetimes do
+not overlap share an arena (one per dtype, as long as its largest occupant), chosen greedily, best fit first.
+
+The same lifetimes decide the CPU executor's donations (an output written into an input's array).
+"""
+from ..ir.graph import Value
+
+
+def lifetimes(graph):
+    """({id(value): index of the last node that reads it, or of anything that may alias it; len(nodes) for a
+    value a graph output may alias}, {id(value): ids of the values whose memory it may share, itself included})."""
+    roots = {}
+    last = {}
+    end = len(graph.nodes)
+    for k, n in enumerate(graph.nodes):
+        mine = set()
+        for i in n.inputs:
+            if isinstance(i, Value):
+                rs = roots.get(id(i), (id(i),))
+                mine.update(rs)
+                for r in rs:
+                    last[r] = k
+        if n.op.may_alias and mine:
+            for o in n.outputs:
+                roots[id(o)] = tuple(mine) + (id(o),)
+    for v in graph.outputs:
+        if isinstance(v, Value):
+            for r in roots.get(id(v), (id(v),)):
+                last[r] = end
+    return last, roots
+
+
+class Plan:
+    """`arenas`: (numpy dtype, elements) of each arena; `where[j]`: the arena of request j; `requested`: the
+    bytes of all requests (one buffer each)."""
+
+    def __init__(self, arenas, where, requested):
+        self.arenas = arenas
+        self.where = where
+        self.requested = requested
+
+    def nbytes(self):
+        return sum(dt.itemsize * n for dt, n in self.arenas)
+
+    def summary(self):
+        return (f"{len(self.where)} in {len(self.arenas)} arenas: {_size(self.nbytes())} "
+                f"({_size(self.requested)} with one each)")
+
+
+def _size(n):
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 2**20 else f"{n / 2**20:.1f} MiB"
+
+
+def plan(graph, requests, share=True):
+    """`requests`: (numpy dtype, elements, value or None, index of the node that writes it) per buffer; a None
+    value is scratch of that node alone. `share=False` gives every request an arena of its own."""
+    last, _ = lifetimes(graph)
+    requested = sum(dt.itemsize * size for dt, size, _, _ in requests)
+    ends = [k if v is None else max(k, last.get(id(v), k)) for _, _, v, k in requests]
+    arenas, where = [], [None] * len(requests)
+    if not share:
+        for j, (dt, size, _, _) in enumerate(requests):
+            where[j] = len(arenas)
+            arenas.append([dt, size])
+        return Plan([tuple(a) for a in arenas], where, requested)
+    busy_until = []                     # per arena: the last node index its current occupant is read at
+    order = sorted(range(len(requests)), key=lambda j: (requests[j][3], -requests[j][1]))
+    for j in order:
+        dt, size, _, k = requests[j]
+        free = [a for a in range(len(arenas)) if busy_until[a] < k and arenas[a][0] == dt]
+        fits = [a for a in free if arenas[a][1] >= size]
+        if fits:
+            a = min(fits, key=lambda a: arenas[a][1])
+        elif free:
+            a = max(free, key=lambda a: arenas[a][1])
+            arenas[a][1] = size
+        else:
+            a = len(arenas)
+            arenas.append([dt, size])
+            busy_until.append(-1)
+        busy_until[a] = ends[j]
+        where[j] = a
+    return Plan([tuple(a) for a in arenas], where, requested)
