@@ -106,13 +106,44 @@ def test_row_class_follows_broadcasting():
     assert row_class((7,), dom) == "inner"
     assert row_class((1, 1, 7), dom) == "inner"
     assert row_class((1,), dom) == "scalar"
+    assert row_class((3, 7), dom) == "bcast"       # whole rows, broadcast over the first kept dim
+    assert row_class((4, 1, 7), dom) == "bcast"
     assert row_class((3, 1), dom) is None          # broadcasts over the first outer dim only: not a row kernel
     assert row_class((4, 3), dom) is None          # a keepdim=False row value lines up with the wrong dims
+    assert row_class((2, 7), dom) is None
     dom = ((4,), (3,), (7,))                       # reduced over dims 0 and 2, as batch norm's statistics
     assert row_class((4, 3, 7), dom) == "full"
     assert row_class((3, 1), dom) == "row" and row_class((1, 3, 1), dom) == "row"
     assert row_class((4, 1, 7), dom) == "inner"
     assert row_class((7,), dom) is None and row_class((3,), dom) is None
+    assert row_class((1, 3, 7), dom) is None       # ("bcast" only where the reduced dims trail)
+
+
+@pytest.mark.parametrize("mask_shape", [(1, 1, 5, 6), (2, 1, 5, 6), (3, 1, 6), (1, 3, 5, 6), (5, 6)])
+def test_scale_mask_softmax_and_its_backward_are_one_row_kernel_each(mask_shape):
+    # attention's scores [B, H, T, S] with a mask broadcast over batch and/or heads (a causal tril buffer)
+    rng = np.random.default_rng(0)
+    mask = tracejit.tensor(rng.random(mask_shape) < 0.3)
+    x = tracejit.randn(2, 3, 5, 6, requires_grad=True)
+    w = tracejit.randn(2, 3, 5, 6)
+
+    def step(x):
+        p = F.softmax((x * 0.3).masked_fill(mask, float("-inf")), -1)
+        (p * w).sum().backward()
+        return p, x.grad
+
+    tf = tracejit.trace(step)
+    p, gx = tf(x)
+    x2 = x.detach().clone().requires_grad_()
+    p2, gx2 = step(x2)
+    np.testing.assert_allclose(p.numpy(), p2.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gx.numpy(), gx2.numpy(), rtol=1e-5, atol=1e-6)
+    g = tf.graph(x).entry.fwd_fn.graph
+    # (forward and backward in one program here: one row kernel does both)
+    assert [n.attrs.get("rows") for n in fused_nodes(g)] == [((), (2, 3, 5), (6,))]
+    body = [m.op.name for m in fused_nodes(g)[0].attrs["body"].nodes]
+    assert body.count("where") == 2 and "softmax" in body
+    assert not [n for n in g.nodes if n.op.kind in ("elementwise", "reduction")]
 
 
 def test_large_rows_use_the_parallel_variant_and_agree():

@@ -142,3 +142,47 @@ def test_a_path_through_a_matmul_blocks_the_merge():
     by_name = {names[m]: k for k, (mem, _) in enumerate(groups) for m in mem}
     assert by_name["exp"] != by_name["add"] and by_name["exp"] == by_name["mul"]
     assert _contracted_convex(g, groups)
+
+
+# ----------------------------------------------------------------------------- group size caps
+
+def _ext_inputs(g, members):
+    made = {id(o) for m in members for o in g.nodes[m].outputs}
+    return {id(v) for m in members for v in g.nodes[m].inputs if isinstance(v, Value) and id(v) not in made}
+
+
+def test_a_long_sum_is_cut_into_groups_of_bounded_operands():
+    # an unrolled RNN's weight gradient: a sum of one term per time step. numba's compile time grows faster
+    # than a kernel's operands, so the chain becomes kernels of at most INPUTS_MAX operands (the same code)
+    from tracejit.passes import fusion as FU
+    xs = [tracejit.randn(3) for _ in range(150)]
+
+    def f(*xs):
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = acc + x
+        return acc
+
+    g = tracejit.trace(f, backend="interpreter").graph(*xs).forward
+    groups, _, _ = find_groups(g)
+    assert len(groups) >= 3
+    assert all(len(_ext_inputs(g, m)) <= FU.INPUTS_MAX for m, _ in groups)
+    assert max(len(_ext_inputs(g, m)) for m, _ in groups) > FU.INPUTS_MAX // 2      # (still big kernels)
+    tf = tracejit.trace(f)
+    np.testing.assert_allclose(tf(*xs).numpy(), f(*xs).numpy(), rtol=1e-5)
+    codes = {ks.code for _, ks, _ in tf.graph(*xs).entry.fwd_fn.kernels}
+    assert len(codes) < len(groups)
+
+
+def test_independent_readers_of_one_operand_join_in_bounded_groups():
+    from tracejit.passes import fusion as FU
+    b = tracejit.randn(4)
+    xs = [tracejit.randn(4) for _ in range(100)]
+
+    def f(b, *xs):
+        return [x + b for x in xs]
+
+    g = tracejit.trace(f, backend="interpreter").graph(b, *xs).forward
+    groups, _, _ = find_groups(g)
+    sizes = sorted(len(m) for m, _ in groups)
+    assert sum(sizes) == 100 and max(sizes) == FU.SIBLING_MAX

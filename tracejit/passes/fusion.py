@@ -105,7 +105,8 @@ def row_domain(node):
 def row_class(shape, dom):
     """How a value of `shape` is indexed in the row kernel of domain `dom` (numpy broadcasting, right-aligned):
     "full" (every element), "scalar" (one element), "row" (one per row: the kept dims), "inner" (one per
-    position of the reduced dims, the same in every row)."""
+    position of the reduced dims, the same in every row), "bcast" (reductions over the trailing dims: whole rows,
+    broadcast over some kept dims, as a causal mask [1, 1, T, T] beside attention scores [B, H, T, T])."""
     lead, kept, trail = dom
     full = lead + kept + trail
     shape = tuple(shape)
@@ -122,6 +123,8 @@ def row_class(shape, dom):
         return "row"
     if ps[:a] == lead and ps[b:] == trail and ones(ps[a:b]):
         return "inner"
+    if not lead and ps[b:] == trail and all(p in (1, k) for p, k in zip(ps[a:b], kept)):
+        return "bcast"
     return None
 
 
@@ -277,6 +280,13 @@ class Units:
 
 
 SIBLINGS = 8        # a node tries to join the groups of at most this many earlier readers of each of its inputs
+# numba's compile time grows faster than a kernel's arguments (a sum of 128 values: 3.3 s, of 256: 13.7 s, as an
+# unrolled RNN's weight gradients; 128 independent adds sharing one operand: 15 s), and kernels of the same code
+# compile once: a group stops growing at GROUP_MAX ops or INPUTS_MAX operands, and at SIBLING_MAX ops when the
+# merge would only join readers of a common operand
+GROUP_MAX = 512
+INPUTS_MAX = 64
+SIBLING_MAX = 32
 
 
 def find_groups(g, can_fuse=default_can_fuse, rows=False):
@@ -317,6 +327,7 @@ class _Grouping:
         self.units = Units(succ)
         self.grouped = [False] * n   # in a group (a node alone outside every group is not)
         self.seeds = {}              # first node of each row group -> its row domain
+        self._io = {}                # representative -> io(): kept for elementwise groups as they merge
 
     def row_ok(self, j, dom, seed):
         nodes, prod, find = self.nodes, self.prod, self.units.find
@@ -377,28 +388,41 @@ class _Grouping:
     def elementwise_groups(self):
         """Each fusible node merges with the fusible producers of its operands and its recent siblings (readers
         of the same operand) of its shape."""
-        nodes, prod, consumers, fus, shape, find = \
-            self.nodes, self.prod, self.consumers, self.fus, self.shape, self.units.find
+        nodes, prod, consumers, fus, shape, find, members = \
+            self.nodes, self.prod, self.consumers, self.fus, self.shape, self.units.find, self.units.members
         for i, nd in enumerate(nodes):
             if not fus[i]:
                 continue
-            cands = []
+            cands = {}                  # representative -> the most ops the merged group may have
             for v in nd.inputs:
                 if isinstance(v, Value):
                     p = prod.get(id(v))
                     if p is not None and fus[p] and shape[p] == shape[i]:
-                        cands.append(find(p))
+                        cands[find(p)] = GROUP_MAX
             for v in nd.inputs:
                 if isinstance(v, Value):
                     cs = consumers.get(id(v), ())
                     k = bisect.bisect_left(cs, i)
                     for c in cs[max(0, k - SIBLINGS):k]:
                         if fus[c] and shape[c] == shape[i]:
-                            cands.append(find(c))
+                            cands.setdefault(find(c), SIBLING_MAX)
             self.grouped[i] = True
-            for r in dict.fromkeys(cands):
-                if find(r) != find(i):
-                    self.units.merge(i, r)
+            for r, most in cands.items():
+                a, b = find(r), find(i)
+                if a != b and len(members[a]) + len(members[b]) <= most:
+                    (ea, ma), (eb, mb) = self.io(a), self.io(b)
+                    ext = (ea - mb) | (eb - ma)
+                    if len(ext) <= INPUTS_MAX and self.units.merge(i, r) is not None:
+                        self._io[find(i)] = (ext, ma | mb)
+
+    def io(self, r):
+        """(ids of the values unit r reads from outside, ids of the values it makes)."""
+        e = self._io.get(r)
+        if e is None:
+            made = {id(o) for m in self.units.members[r] for o in self.nodes[m].outputs}
+            e = self._io[r] = ({id(v) for m in self.units.members[r] for v in self.nodes[m].inputs
+                                if isinstance(v, Value) and id(v) not in made}, made)
+        return e
 
     def epilogues(self):
         """Reduction epilogues: a float `sum` of a value made in a group joins it (the loop accumulates the value

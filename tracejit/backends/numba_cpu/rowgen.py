@@ -65,6 +65,9 @@ class _RowKernel:
                 self.head.append(f"x{j} = in{j}[0]")
             elif kind == "row":
                 self.row_stmts.setdefault(0, []).append(f"x{j} = in{j}[r]")
+            elif kind == "bcast":
+                self.row_stmts.setdefault(0, []).append(self._bcast_row(j, v.shape))
+                self.elem[id(v)] = (f"x{j} = in{j}[np.uint64(d{j} + c)]", ())
             else:                   # per element, at a flat unsigned offset (see inner_loop)
                 self.elem[id(v)] = (f"x{j} = in{j}[np.uint64({'b' if kind == 'full' else 'e'} + c)]", ())
         for q, nd in enumerate(body.nodes):
@@ -72,6 +75,19 @@ class _RowKernel:
         self.npass = max(list(self.updates) + list(self.stores) + list(self.row_stmts))
         self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
             [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
+
+    def _bcast_row(self, j, shape):
+        """d{j} = where row r of input j starts: the row index's digits over the kept dims, 0 where it broadcasts
+        (the dims are literals: such kernels are specialized to their shapes)."""
+        kept = self.dom[1]
+        shape = (1,) * (len(kept) + len(self.dom[2]) - len(shape)) + tuple(shape)
+        lines, step = [f"d{j} = 0", f"y{j} = r"], self.T
+        for d in reversed(range(len(kept))):
+            if shape[d] != 1:
+                lines.append(f"d{j} += (y{j} % {kept[d]}) * {step}")
+                step *= kept[d]
+            lines.append(f"y{j} //= {kept[d]}")
+        return "\n".join(lines)
 
     def _node(self, q, nd):
         o = nd.outputs[0]
