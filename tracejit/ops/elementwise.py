@@ -245,7 +245,16 @@ def _round_np(x, decimals=0):
 
 
 pointwise("round", _round_np, _g(lambda c, g: g * 0), "round_({0}, {decimals})", "same", "", int_identity=True)
-pointwise("gelu", _gelu_np, _g(_gelu_vjp), "gelu_{approximate}({0})", "float", "i")
+def _gelu_parts(x, approximate="none"):
+    """gelu written as its VJP writes its pieces, so that once lowered (after autodiff) the forward's erf or
+    tanh is the backward's: CSE keeps one (an exact GELU's forward + derivative: 2 erfs per element -> 1)."""
+    if approximate == "tanh":
+        return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + erf(x * INV_SQRT_2))
+
+
+pointwise("gelu", _gelu_np, _g(_gelu_vjp), "gelu_{approximate}({0})", "float", "i", decompose=_gelu_parts,
+          fuses_in_parts=True)
 pointwise("softplus", _softplus_np,
           _g(lambda c, g: g * where(_x(c) * c.attrs["beta"] > c.attrs["threshold"], 1.0,
                                     sigmoid(_x(c) * c.attrs["beta"]))),

@@ -2,9 +2,11 @@
 
 A backend lowering after autodiff (the derivative came from the op's own VJP, e.g. batch_norm's two-sum
 backward), so a backend that fuses reductions with the elementwise work around them (row kernels) sees the
-parts; the interpreter backend keeps the op and runs its numpy `impl` as the reference.
+parts; the interpreter backend keeps the op and runs its numpy `impl` as the reference. The result is CSE'd: a
+part the VJP wrote too (gelu's erf) is computed once.
 """
 from ..ir.graph import Value
+from .cse import cse
 from .rewrite import Rewriter
 
 
@@ -34,4 +36,4 @@ def decompose(g):
             m.update(zip(sn.outputs, new))
         for o, so in zip(n.outputs, outs):
             rw.alias(o, m[so])
-    return rw.finish()
+    return cse(rw.finish())
