@@ -687,3 +687,26 @@ def test_convolution_columns_are_shared_within_a_memory_budget(monkeypatch):
         assert ("conv_columns" in names) == shared and ("conv2d_backward_weight" in names) != shared, names
         loss2, gw2 = step(x)
         np.testing.assert_allclose(gw.numpy(), gw2.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_forward_and_derivative_share_one_erf_or_tanh(approximate):
+    # gelu lowers to its parts after autodiff (its `decompose`), and CSE merges the forward's erf (tanh) with
+    # the one its VJP wrote: one transcendental per element instead of two
+    x = tracejit.randn(4, 8, requires_grad=True)
+
+    def step(x):
+        y = F.gelu(x, approximate=approximate)
+        y.sum().backward()
+        return y, x.grad
+
+    tf = tracejit.trace(step)
+    y, gx = tf(x)
+    x2 = x.detach().clone().requires_grad_()
+    y2, gx2 = step(x2)
+    np.testing.assert_allclose(y.numpy(), y2.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gx.numpy(), gx2.numpy(), rtol=1e-6, atol=1e-7)
+    g = tf.graph(x).entry.fwd_fn.graph
+    body = [m.op.name for n in fused_nodes(g) for m in n.attrs["body"].nodes]
+    assert "gelu" not in body
+    assert body.count("erf" if approximate == "none" else "tanh") == 1
