@@ -54,11 +54,23 @@ def _index_vjp(c, g):
 def _index_backward_np(g, *idx, shape, spec):
     z = np.zeros(shape, g.dtype)
     key = _resolve(spec, idx)
-    if idx:
+    if idx and _rows_of_first_dim(key, g, shape):
+        from tracejit.kernels.cpu.scatter import add_rows
+        i = key[0].reshape(-1)
+        add_rows(z.reshape(shape[0], -1), i, np.ascontiguousarray(g).reshape(i.shape[0], -1))
+    elif idx:
         np.add.at(z, key, g)
     else:
         z[key] = g
     return z
+
+
+def _rows_of_first_dim(key, g, shape):
+    """x[i] (or x[i, :, ...]) with an integer index array i and float values: its backward adds rows."""
+    i = key[0]
+    return isinstance(i, np.ndarray) and i.dtype.kind in "iu" and g.dtype.kind == "f" and len(shape) >= 1 and \
+        all(k == slice(None) or k is Ellipsis for k in key[1:]) and g.shape == i.shape + tuple(shape[1:]) and \
+        i.size > 0 and shape[0] > 0
 
 
 def _slice_grad_name(attrs, args=None):
