@@ -69,7 +69,7 @@ def _rows_of_first_dim(key, g, shape):
     """x[i] (or x[i, :, ...]) with an integer index array i and float values: its backward adds rows."""
     i = key[0]
     return isinstance(i, np.ndarray) and i.dtype.kind in "iu" and g.dtype.kind == "f" and len(shape) >= 1 and \
-        all(k == slice(None) or k is Ellipsis for k in key[1:]) and g.shape == i.shape + tuple(shape[1:]) and \
+        all(k is Ellipsis or (isinstance(k, slice) and k == slice(None)) for k in key[1:]) and g.shape == i.shape + tuple(shape[1:]) and \
         i.size > 0 and shape[0] > 0
 
 
