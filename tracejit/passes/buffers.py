@@ -9,6 +9,9 @@ not overlap share an arena (one per dtype, as long as its largest occupant), cho
 
 The same lifetimes decide the CPU executor's donations (an output written into an input's array).
 """
+import bisect
+import heapq
+
 from ..ir.graph import Value
 
 
@@ -69,21 +72,24 @@ def plan(graph, requests, share=True):
             where[j] = len(arenas)
             arenas.append([dt, size])
         return Plan([tuple(a) for a in arenas], where, requested)
-    busy_until = []                     # per arena: the last node index its current occupant is read at
+    free = {}                   # dtype -> sorted [(elements, arena)] of the arenas nobody occupies now
+    busy = []                   # heap of (the last node index its occupant is read at, arena)
     order = sorted(range(len(requests)), key=lambda j: (requests[j][3], -requests[j][1]))
     for j in order:
         dt, size, _, k = requests[j]
-        free = [a for a in range(len(arenas)) if busy_until[a] < k and arenas[a][0] == dt]
-        fits = [a for a in free if arenas[a][1] >= size]
-        if fits:
-            a = min(fits, key=lambda a: arenas[a][1])
-        elif free:
-            a = max(free, key=lambda a: arenas[a][1])
+        while busy and busy[0][0] < k:
+            _, a = heapq.heappop(busy)
+            bisect.insort(free.setdefault(arenas[a][0], []), (arenas[a][1], a))
+        fl = free.setdefault(dt, [])
+        p = bisect.bisect_left(fl, (size, -1))
+        if p < len(fl):                 # the smallest free arena it fits in
+            a = fl.pop(p)[1]
+        elif fl:                        # else the largest free one, grown
+            a = fl.pop()[1]
             arenas[a][1] = size
         else:
             a = len(arenas)
             arenas.append([dt, size])
-            busy_until.append(-1)
-        busy_until[a] = ends[j]
+        heapq.heappush(busy, (ends[j], a))
         where[j] = a
     return Plan([tuple(a) for a in arenas], where, requested)
