@@ -441,3 +441,40 @@ def test_tampered_machine_code_is_caught_by_checksum():
     run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
     assert dc.compile_count() - c0 == 1
     assert dc.cache_info()["numba_cache_errors"] - e0 == 1
+
+
+def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(cache_env, monkeypatch, caplog):
+    # in-process (the subprocess tests of test_cache_recovery.py cover the same from outside): writes into the
+    # cache folder fail, so the entry goes to this process's fallback folder; when that fails too, the kernel
+    # runs from memory, uncached, with one warning naming it
+    real = dc._ensure_file
+    primary = os.path.realpath(str(cache_env))
+    blocked = [primary]
+
+    def ensure(path, data):
+        if any(os.path.realpath(path).startswith(b) for b in blocked):
+            raise OSError(28, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(dc, "_ensure_file", ensure)
+    monkeypatch.setitem(dc._STATS, "fallback_dir", None)
+    src = kernel_source("fallback_folder", scale=5.0)
+    mod = dc.load_module(src)
+    fb = dc._STATS["fallback_dir"]
+    name = os.path.basename(dc.entry_path(src))
+    assert fb and mod.__file__ == os.path.join(fb, name)
+    with open(mod.__file__, encoding="utf-8") as f:
+        assert f.read() == src
+    run_kernel(mod, scale=5.0)
+    assert dc.load_module(src) is mod                  # memoized under the cache folder's path too
+    blocked.append(os.path.realpath(fb))
+    src2 = kernel_source("nowhere_to_write", scale=6.0)
+    with caplog.at_level("WARNING", logger="tracejit"):
+        mod2 = dc.load_module(src2)
+    run_kernel(mod2, scale=6.0)
+    name2 = os.path.basename(dc.entry_path(src2))[:-3]
+    assert any("cannot write the kernel" in r.getMessage() and name2 in r.getMessage() for r in caplog.records)
+    assert not os.path.exists(os.path.join(fb, name2 + ".py"))
+    assert type(mod2.kern._cache).__name__ == "NullCache"          # numba's cache=False
+    assert type(mod.kern._cache).__name__ != "NullCache"
+    dc._remove_tree(fb)
