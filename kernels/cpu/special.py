@@ -1,12 +1,27 @@
-"""Special functions numpy lacks (erf), as numba ufuncs: libm accuracy without importing scipy."""
+"""Special functions numpy lacks (erf) without importing scipy: erf is vmath's (the compiled kernels' own, so
+eager and compiled results are the same bits), erfinv by Newton iterations on libm's erf."""
 import math
 
 import numba
+import numpy as np
+
+from .vmath import verf
 
 
-@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
+@numba.njit(cache=True, nogil=True)
+def _erf_into(x, out):
+    for i in range(x.shape[0]):
+        out[i] = verf(x[i])
+
+
 def erf(x):
-    return math.erf(x)
+    """erf of an array (float32 stays float32, anything else is computed in float64), elementwise."""
+    x = np.asarray(x)
+    x = x if x.dtype == np.float32 or x.dtype == np.float64 else x.astype(np.float64)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    _erf_into(flat, out)
+    return out.reshape(x.shape)
 
 
 @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
