@@ -9,3 +9,8 @@ def erf(x):
 def erfinv(x):
     from tracejit.kernels.cpu.special import erfinv_newton
     return erfinv_newton(x)
+
+
+def gelu_backward(g, x, approximate):
+    from tracejit.kernels.cpu.special import gelu_backward as _gb
+    return _gb(g, x, approximate)

@@ -5,7 +5,7 @@ import math
 import numba
 import numpy as np
 
-from .vmath import verf
+from .vmath import verf, vexp, vtanh
 
 
 @numba.njit(cache=True, nogil=True)
@@ -22,6 +22,43 @@ def erf(x):
     out = np.empty_like(flat)
     _erf_into(flat, out)
     return out.reshape(x.shape)
+
+
+_GELU_K = (0.5, 1.0, 1.0 / math.sqrt(2.0), 1.0 / math.sqrt(2.0 * math.pi), math.sqrt(2.0 / math.pi), 0.044715, 3.0)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _gelu_backward_into(g, x, out, k, tanh_form):
+    """out = g * gelu'(x), in the arrays' dtype (the constants `k` come in it)."""
+    half, one, r2, r2pi, s2pi, c, three = k[0], k[1], k[2], k[3], k[4], k[5], k[6]
+    if tanh_form:
+        for i in range(x.shape[0]):
+            v = x[i]
+            t = vtanh(s2pi * (v + c * v * v * v))
+            out[i] = g[i] * (half * (one + t) + half * v * (one - t * t) * s2pi * (one + three * c * v * v))
+    else:
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = g[i] * (half * (one + verf(v * r2)) + v * vexp(-half * v * v) * r2pi)
+
+
+def gelu_backward(g, x, approximate):
+    """g * gelu'(x) (exact or tanh form): one loop over same-shape float arrays, numpy's ops otherwise."""
+    g, x = np.asarray(g), np.asarray(x)
+    if x.dtype == g.dtype and x.dtype in (np.float32, np.float64) and x.shape == g.shape:
+        out = np.empty(x.shape, x.dtype)
+        _gelu_backward_into(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(x).reshape(-1),
+                            out.reshape(-1), np.array(_GELU_K, x.dtype), approximate == "tanh")
+        return out
+    dt = np.result_type(g, x, np.float32)
+    g, x = g.astype(dt, copy=False), x.astype(dt, copy=False)
+    T = dt.type
+    if approximate == "tanh":
+        t = np.tanh(T(_GELU_K[4]) * (x + T(_GELU_K[5]) * x * x * x))
+        d = T(0.5) * (1 + t) + T(0.5) * x * (1 - t * t) * T(_GELU_K[4]) * (1 + T(3 * _GELU_K[5]) * x * x)
+    else:
+        d = T(0.5) * (1 + erf(x * T(_GELU_K[2]))) + x * np.exp(T(-0.5) * x * x) * T(_GELU_K[3])
+    return (g * d).astype(dt, copy=False)
 
 
 @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.ops.registry import call
 import tracejit.nn.functional as F
 from tracejit.ops.registry import OPS
 
@@ -61,6 +62,12 @@ def _gelu(x):
 
 def _gelu_tanh(x):
     return 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _gelu_tanh_derivative(x):
+    k, c = math.sqrt(2 / math.pi), 0.044715
+    t = math.tanh(k * (x + c * x ** 3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x)
 
 
 def _loops(shape):
@@ -158,6 +165,13 @@ for _n, _f in UNIT_MATH.items():
 
 CASES.update({
     "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [N], V(_gelu_tanh)),
+    # gelu's VJP as one op: g * gelu'(x), by the derivatives written out (Phi(x) + x phi(x); the tanh form's
+    # chain rule), with math's erf/exp/tanh
+    "gelu_backward": (lambda g, x: call("gelu_backward", g, x), [N, N],
+                      V(lambda g, x: g * (0.5 * (1 + math.erf(x / math.sqrt(2)))
+                                          + x * math.exp(-x * x / 2) / math.sqrt(2 * math.pi)))),
+    "gelu_backward_tanh": (lambda g, x: call("gelu_backward", g, x, approximate="tanh"), [N, N],
+                           V(lambda g, x: g * _gelu_tanh_derivative(x))),
     "softplus_beta": (lambda x: F.softplus(x * 10, beta=2.0, threshold=5.0), [N],
                       V(lambda x: _softplus(x * 10, 2.0, 5.0))),
     "clamp": (lambda x: x.clamp(-0.5, 0.25), [N], V(lambda x: min(max(x, -0.5), 0.25))),

@@ -152,14 +152,39 @@ def _gelu_np(x, approximate="none"):
 
 
 def _gelu_vjp(ctx, g):
-    x = _x(ctx)
-    if ctx.attrs.get("approximate", "none") == "tanh":
-        inner = SQRT_2_PI * (x + 0.044715 * x * x * x)
-        t = tanh(inner)
+    return apply(_R["gelu_backward"], g, _x(ctx), approximate=ctx.attrs.get("approximate", "none"))
+
+
+def _gelu_backward_np(g, x, approximate="none"):
+    from .._special import gelu_backward
+    return gelu_backward(g, x, approximate)
+
+
+def _gelu_backward_parts(g, x, approximate="none"):
+    """g * gelu'(x) with registry ops: eager runs one numba loop (`_special.gelu_backward`, the same formula);
+    compiled backends lower to these parts, whose erf or tanh CSE shares with the forward's (see _gelu_parts)."""
+    if approximate == "tanh":
+        t = tanh(SQRT_2_PI * (x + 0.044715 * x * x * x))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
     else:
         d = 0.5 * (1 + erf(x * INV_SQRT_2)) + x * exp(-0.5 * x * x) * INV_SQRT_2PI
     return g * d
+
+
+def _gelu_backward_vjp(ctx, gg):
+    """d/dg = gelu'(x); d/dx = g * gelu''(x): exact, phi(x) (2 - x^2); tanh form, with u = k (x + c x^3),
+    t = tanh(u): (1 - t^2) (u' - x t u'^2 + 3 c k x^2)."""
+    g, x = ctx.inputs
+    approximate = ctx.attrs.get("approximate", "none")
+    if approximate == "tanh":
+        k, c = SQRT_2_PI, 0.044715
+        t = tanh(k * (x + c * x * x * x))
+        du = k * (1 + 3 * c * x * x)
+        d2 = (1 - t * t) * (du - x * t * du * du + 3 * c * k * x * x)
+    else:
+        d2 = exp(-0.5 * x * x) * INV_SQRT_2PI * (2 - x * x)
+    gg_g = apply(_R["gelu_backward"], gg, x, approximate=approximate) if ctx.edges[0] is not None else None
+    return gg_g, gg * g * d2
 
 
 def _sigmoid_np(x):
@@ -255,6 +280,8 @@ def _gelu_parts(x, approximate="none"):
 
 pointwise("gelu", _gelu_np, _g(_gelu_vjp), "gelu_{approximate}({0})", "float", "i", decompose=_gelu_parts,
           fuses_in_parts=True)
+pointwise("gelu_backward", _gelu_backward_np, _gelu_backward_vjp, None, "float", "i",
+          decompose=_gelu_backward_parts, fuses_in_parts=True, fusible=False, grad_name="GeluBackwardBackward0")
 pointwise("softplus", _softplus_np,
           _g(lambda c, g: g * where(_x(c) * c.attrs["beta"] > c.attrs["threshold"], 1.0,
                                     sigmoid(_x(c) * c.attrs["beta"]))),
