@@ -5,7 +5,7 @@ import pytest
 
 import tracejit as torch
 import tracejit.nn.functional as F
-from tracejit.ops.registry import OPS
+from tracejit.ops.registry import OPS, call
 
 P = lambda *s: ("pos", s)      # noqa: E731  strictly positive input
 N = lambda *s: ("any", s)      # noqa: E731
@@ -25,7 +25,9 @@ CASES = {
     "floor": (lambda x: torch.floor(x) + x, [N(3)]), "ceil": (lambda x: torch.ceil(x) + x, [N(3)]),
     "trunc": (lambda x: torch.trunc(x) + x, [N(3)]), "frac": (torch.frac, [N(3)]),
     "round": (lambda x: torch.round(x) + x, [N(3)]), "silu": (F.silu, [N(3)]),
-    "gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [N(5)]), "softplus": (F.softplus, [N(3)]),
+    "gelu": (lambda x: F.gelu(x) + F.gelu(x, approximate="tanh"), [N(5)]),
+    "gelu_backward": (lambda g, x: call("gelu_backward", g, x) * call("gelu_backward", x, g, approximate="tanh"),
+                      [N(5), N(5)]), "softplus": (F.softplus, [N(3)]),
     "elu": (F.elu, [N(4)]), "leaky_relu": (F.leaky_relu, [N(4)]), "clamp": (lambda x: x.clamp(-0.5, 0.5), [N(5)]),
     "cast": (lambda x: x.double().float() * x, [N(3)]), "logical_not": (lambda x: x * ~(x > 0), [N(4)]),
     "isnan": (lambda x: x * torch.isnan(x), [N(3)]), "isinf": (lambda x: x * torch.isinf(x), [N(3)]),
