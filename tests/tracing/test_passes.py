@@ -121,3 +121,32 @@ def test_partition_recomputes_an_elementwise_chain_from_its_input():
     xe = torch.tensor(x, requires_grad=True)
     f(xe).backward()
     np.testing.assert_allclose(gx, xe.grad.numpy(), rtol=1e-12)
+
+
+def _grad_graph(fn, shape):
+    x = torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+
+    def step(x):
+        fn(x).backward()
+        return x.grad
+    return torch.trace(step, backend="interpreter").graph(x).traced
+
+
+def test_simplify_turns_the_gradient_of_a_split_into_one_cat():
+    # q, k, v = x.split(...): x's gradient is a sum of zero arrays with each part's gradient placed in them
+    def whole(x):
+        q, k, v = x.split(3, -1)
+        return (q * q + k * k * k - v.exp()).sum()
+
+    def part(x):                        # [1:4) and [4:6) side by side, inside a dim of 9: one placed cat
+        return (x[..., 1:4] ** 2).sum() + (x[..., 4:6].exp()).sum()
+
+    def apart(x):                       # [0:2) and [4:6) do not touch: left as they are
+        return (x[..., 0:2] ** 2).sum() + (x[..., 4:6].exp()).sum()
+
+    for fn, cats, placed in ((whole, 1, 0), (part, 1, 1), (apart, 0, 2)):
+        g = _grad_graph(fn, (4, 6, 9))
+        s = verify(P.dce(P.simplify(g)))
+        ops = [n.op.name for n in s.nodes]
+        assert ops.count("cat") == cats and ops.count("index_backward") == placed, (fn.__name__, ops)
+        _same(g, s, (4, 6, 9))
