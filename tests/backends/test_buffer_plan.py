@@ -142,6 +142,8 @@ def test_a_training_step_is_the_same_with_and_without_sharing(share, monkeypatch
         if isinstance(cg, CompiledGraph):
             n = len(cg._buf_specs)
             assert (len(cg.plan.arenas) < n) == share or n < 2
+            assert (cg.plan.nbytes() == cg.plan.requested) != share or n < 2
+            assert cg.plan.summary().startswith(f"{n} in {len(cg.plan.arenas)} arenas")
 
 
 def test_plan_keeps_dtypes_apart_and_scratch_to_its_node():
