@@ -11,6 +11,6 @@ def erfinv(x):
     return erfinv_newton(x)
 
 
-def gelu_backward(g, x, approximate):
+def gelu_backward(g, x, k, tanh_form):
     from tracejit.kernels.cpu.special import gelu_backward as _gb
-    return _gb(g, x, approximate)
+    return _gb(g, x, k, tanh_form)

@@ -24,12 +24,10 @@ def erf(x):
     return out.reshape(x.shape)
 
 
-_GELU_K = (0.5, 1.0, 1.0 / math.sqrt(2.0), 1.0 / math.sqrt(2.0 * math.pi), math.sqrt(2.0 / math.pi), 0.044715, 3.0)
-
-
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _gelu_backward_into(g, x, out, k, tanh_form):
-    """out = g * gelu'(x), in the arrays' dtype (the constants `k` come in it)."""
+    """out = g * gelu'(x), in the arrays' dtype: k = (0.5, 1, 1/sqrt(2), 1/sqrt(2 pi), sqrt(2/pi), the tanh
+    form's cubic coefficient, 3) in it."""
     half, one, r2, r2pi, s2pi, c, three = k[0], k[1], k[2], k[3], k[4], k[5], k[6]
     if tanh_form:
         for i in range(x.shape[0]):
@@ -42,23 +40,14 @@ def _gelu_backward_into(g, x, out, k, tanh_form):
             out[i] = g[i] * (half * (one + verf(v * r2)) + v * vexp(-half * v * v) * r2pi)
 
 
-def gelu_backward(g, x, approximate):
-    """g * gelu'(x) (exact or tanh form): one loop over same-shape float arrays, numpy's ops otherwise."""
-    g, x = np.asarray(g), np.asarray(x)
-    if x.dtype == g.dtype and x.dtype in (np.float32, np.float64) and x.shape == g.shape:
-        out = np.empty(x.shape, x.dtype)
-        _gelu_backward_into(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(x).reshape(-1),
-                            out.reshape(-1), np.array(_GELU_K, x.dtype), approximate == "tanh")
-        return out
-    dt = np.result_type(g, x, np.float32)
-    g, x = g.astype(dt, copy=False), x.astype(dt, copy=False)
-    T = dt.type
-    if approximate == "tanh":
-        t = np.tanh(T(_GELU_K[4]) * (x + T(_GELU_K[5]) * x * x * x))
-        d = T(0.5) * (1 + t) + T(0.5) * x * (1 - t * t) * T(_GELU_K[4]) * (1 + T(3 * _GELU_K[5]) * x * x)
-    else:
-        d = T(0.5) * (1 + erf(x * T(_GELU_K[2]))) + x * np.exp(T(-0.5) * x * x) * T(_GELU_K[3])
-    return (g * d).astype(dt, copy=False)
+def gelu_backward(g, x, k, tanh_form):
+    """g * gelu'(x) for float arrays of one dtype (broadcast together), by _gelu_backward_into."""
+    dt = x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    g, x = np.broadcast_arrays(g.astype(dt, copy=False), x.astype(dt, copy=False))
+    out = np.empty(x.shape, dt)
+    _gelu_backward_into(np.ascontiguousarray(g).reshape(-1), np.ascontiguousarray(x).reshape(-1), out.reshape(-1),
+                        np.array(k, dt), tanh_form)
+    return out
 
 
 @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)

@@ -6,6 +6,7 @@ import pytest
 import tracejit
 import tracejit.nn.functional as F
 from tracejit.passes.fusion import fused_nodes, row_class, row_domain
+from stepcheck import traced_equals_eager
 
 
 @pytest.fixture(autouse=True)
@@ -132,13 +133,7 @@ def test_scale_mask_softmax_and_its_backward_are_one_row_kernel_each(mask_shape)
         (p * w).sum().backward()
         return p, x.grad
 
-    tf = tracejit.trace(step)
-    p, gx = tf(x)
-    x2 = x.detach().clone().requires_grad_()
-    p2, gx2 = step(x2)
-    np.testing.assert_allclose(p.numpy(), p2.detach().numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(gx.numpy(), gx2.numpy(), rtol=1e-5, atol=1e-6)
-    g = tf.graph(x).entry.fwd_fn.graph
+    g = traced_equals_eager(step, x, [(1e-6, 1e-6), (1e-5, 1e-6)])
     # (forward and backward in one program here: one row kernel does both)
     assert [n.attrs.get("rows") for n in fused_nodes(g)] == [((), (2, 3, 5), (6,))]
     body = [m.op.name for m in fused_nodes(g)[0].attrs["body"].nodes]
@@ -161,13 +156,7 @@ def test_batch_norm_statistics_and_their_backward_are_row_kernels():
         (y * y).sum().backward()
         return y, x.grad
 
-    tf = tracejit.trace(step)
-    y, gx = tf(x)
-    x2 = x.detach().clone().requires_grad_()
-    y2, gx2 = step(x2)
-    np.testing.assert_allclose(y.numpy(), y2.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(gx.numpy(), gx2.numpy(), rtol=1e-4, atol=1e-4)
-    g = tf.graph(x).entry.fwd_fn.graph
+    g = traced_equals_eager(step, x, [(1e-5, 1e-5), (1e-4, 1e-4)])
     assert sum(n.attrs.get("rows") == ((8,), (4,), (5, 6)) for n in fused_nodes(g)) >= 2
     assert not [n for n in g.nodes if n.op.name in ("mean", "var", "sum")], [n.op.name for n in g.nodes]
     # the batch's mean and variance of x (siblings: neither reads the other) are one row kernel, one pass over x

@@ -142,11 +142,12 @@ def _x(ctx):
 SQRT_2_PI = math.sqrt(2.0 / math.pi)
 INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+GELU_C = 0.044715                   # the tanh form's cubic coefficient
 
 
 def _gelu_np(x, approximate="none"):
     if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(x.dtype.type(SQRT_2_PI) * (x + x.dtype.type(0.044715) * x * x * x)))
+        return 0.5 * x * (1 + np.tanh(x.dtype.type(SQRT_2_PI) * (x + x.dtype.type(GELU_C) * x * x * x)))
     from .._special import erf
     return 0.5 * x * (1 + erf(x * x.dtype.type(INV_SQRT_2)))
 
@@ -157,15 +158,16 @@ def _gelu_vjp(ctx, g):
 
 def _gelu_backward_np(g, x, approximate="none"):
     from .._special import gelu_backward
-    return gelu_backward(g, x, approximate)
+    out = gelu_backward(g, x, (0.5, 1.0, INV_SQRT_2, INV_SQRT_2PI, SQRT_2_PI, GELU_C, 3.0), approximate == "tanh")
+    return out.astype(x.dtype, copy=False)
 
 
 def _gelu_backward_parts(g, x, approximate="none"):
     """g * gelu'(x) with registry ops: eager runs one numba loop (`_special.gelu_backward`, the same formula);
     compiled backends lower to these parts, whose erf or tanh CSE shares with the forward's (see _gelu_parts)."""
     if approximate == "tanh":
-        t = tanh(SQRT_2_PI * (x + 0.044715 * x * x * x))
-        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_PI * (1 + 3 * 0.044715 * x * x)
+        t = tanh(SQRT_2_PI * (x + GELU_C * x * x * x))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_PI * (1 + 3 * GELU_C * x * x)
     else:
         d = 0.5 * (1 + erf(x * INV_SQRT_2)) + x * exp(-0.5 * x * x) * INV_SQRT_2PI
     return g * d
@@ -177,7 +179,7 @@ def _gelu_backward_vjp(ctx, gg):
     g, x = ctx.inputs
     approximate = ctx.attrs.get("approximate", "none")
     if approximate == "tanh":
-        k, c = SQRT_2_PI, 0.044715
+        k, c = SQRT_2_PI, GELU_C
         t = tanh(k * (x + c * x * x * x))
         du = k * (1 + 3 * c * x * x)
         d2 = (1 - t * t) * (du - x * t * du * du + 3 * c * k * x * x)
@@ -274,7 +276,7 @@ def _gelu_parts(x, approximate="none"):
     """gelu written as its VJP writes its pieces, so that once lowered (after autodiff) the forward's erf or
     tanh is the backward's: CSE keeps one (an exact GELU's forward + derivative: 2 erfs per element -> 1)."""
     if approximate == "tanh":
-        return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1 + tanh(SQRT_2_PI * (x + GELU_C * x * x * x)))
     return 0.5 * x * (1 + erf(x * INV_SQRT_2))
 
 

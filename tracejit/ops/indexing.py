@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import _dtype as D
-from .registry import AVal, apply, defop, norm_dim, OPS
+from .registry import AVal, apply, defop, norm_dim, OPS, WordedIndexError
 
 
 class _T:
@@ -244,7 +244,7 @@ def slice_dim(input, dim, start, stop):
 
 def _check_index_np(index, size):
     if index.size and (int(index.min()) < 0 or int(index.max()) >= size):
-        raise IndexError("index out of range in self")
+        raise WordedIndexError("index out of range in self")
     return index
 
 
@@ -258,10 +258,7 @@ def index_select(input, dim, index):
     d = norm_dim(dim, input.ndim)
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
-    if index._data is not None:         # eagerly: PyTorch's message (apply would prefix the op's name)
-        _check_index_np(index._host(), input.shape[d])
-    else:                               # inside a trace: the check is a node of the compiled program
-        index = apply(OPS["check_index"], index, size=input.shape[d])
+    index = apply(OPS["check_index"], index, size=input.shape[d])
     return getitem(input, (slice(None),) * d + (index.reshape(-1),))
 
 

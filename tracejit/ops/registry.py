@@ -169,6 +169,8 @@ def apply(op, *args, **attrs):
                     res = op.impl(*arrays, **attrs)
                 else:                   # a cuda tensor exists somewhere: route by device
                     res = state.cuda(op, arrays, attrs)
+            except WordedIndexError:
+                raise
             except (ValueError, IndexError, TypeError) as e:
                 raise _user_error(op, args, e) from None
         if op.nout == 1:
@@ -236,6 +238,11 @@ def _fresh_view(t):
         v = apply(op, v, **attrs)
     t.grad_fn, t._output_nr, t._requires_grad = v.grad_fn, v._output_nr, v._requires_grad
     d["_vver"] = t._version.v
+
+
+class WordedIndexError(IndexError):
+    """An IndexError an op's impl raises in PyTorch's own words: apply passes it on as it is (any other numpy
+    error is reworded by _user_error, naming the op)."""
 
 
 def _user_error(op, args, e):

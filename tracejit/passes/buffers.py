@@ -12,6 +12,8 @@ The same lifetimes decide the CPU executor's donations (an output written into a
 import bisect
 import heapq
 
+import numpy as np
+
 from ..ir.graph import Value
 
 
@@ -61,22 +63,24 @@ def _size(n):
 
 
 def plan(graph, requests, share=True):
-    """`requests`: (numpy dtype, elements, value or None, index of the node that writes it) per buffer; a None
+    """`requests`: (numpy dtype, shape, value or None, index of the node that writes it) per buffer; a None
     value is scratch of that node alone. `share=False` gives every request an arena of its own."""
     last, _ = lifetimes(graph)
-    requested = sum(dt.itemsize * size for dt, size, _, _ in requests)
+    sizes = [int(np.prod(shape, dtype=np.int64)) for _, shape, _, _ in requests]
+    requested = sum(r[0].itemsize * n for r, n in zip(requests, sizes))
     ends = [k if v is None else max(k, last.get(id(v), k)) for _, _, v, k in requests]
     arenas, where = [], [None] * len(requests)
     if not share:
-        for j, (dt, size, _, _) in enumerate(requests):
+        for j, (r, size) in enumerate(zip(requests, sizes)):
             where[j] = len(arenas)
-            arenas.append([dt, size])
+            arenas.append([r[0], size])
         return Plan([tuple(a) for a in arenas], where, requested)
     free = {}                   # dtype -> sorted [(elements, arena)] of the arenas nobody occupies now
     busy = []                   # heap of (the last node index its occupant is read at, arena)
-    order = sorted(range(len(requests)), key=lambda j: (requests[j][3], -requests[j][1]))
+    order = sorted(range(len(requests)), key=lambda j: (requests[j][3], -sizes[j]))
     for j in order:
-        dt, size, _, k = requests[j]
+        dt, _, _, k = requests[j]
+        size = sizes[j]
         while busy and busy[0][0] < k:
             _, a = heapq.heappop(busy)
             bisect.insort(free.setdefault(arenas[a][0], []), (arenas[a][1], a))

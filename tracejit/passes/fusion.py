@@ -327,7 +327,7 @@ class _Grouping:
         self.units = Units(succ)
         self.grouped = [False] * n   # in a group (a node alone outside every group is not)
         self.seeds = {}              # first node of each row group -> its row domain
-        self._io = {}                # representative -> io(): kept for elementwise groups as they merge
+        self._ext = {}               # representative -> ext(r)
 
     def row_ok(self, j, dom, seed):
         nodes, prod, find = self.nodes, self.prod, self.units.find
@@ -410,18 +410,20 @@ class _Grouping:
             for r, most in cands.items():
                 a, b = find(r), find(i)
                 if a != b and len(members[a]) + len(members[b]) <= most:
-                    (ea, ma), (eb, mb) = self.io(a), self.io(b)
-                    ext = (ea - mb) | (eb - ma)
+                    ext = {v for v in self.ext(a) | self.ext(b) if self.unit_of(v) not in (a, b)}
                     if len(ext) <= INPUTS_MAX and self.units.merge(i, r) is not None:
-                        self._io[find(i)] = (ext, ma | mb)
+                        self._ext[find(i)] = ext
 
-    def io(self, r):
-        """(ids of the values unit r reads from outside, ids of the values it makes)."""
-        e = self._io.get(r)
+    def unit_of(self, vid):
+        p = self.prod.get(vid)
+        return None if p is None else self.units.find(p)
+
+    def ext(self, r):
+        """ids of the values unit r reads from outside itself (kept for elementwise groups as they merge)."""
+        e = self._ext.get(r)
         if e is None:
-            made = {id(o) for m in self.units.members[r] for o in self.nodes[m].outputs}
-            e = self._io[r] = ({id(v) for m in self.units.members[r] for v in self.nodes[m].inputs
-                                if isinstance(v, Value) and id(v) not in made}, made)
+            e = self._ext[r] = {id(v) for m in self.units.members[r] for v in self.nodes[m].inputs
+                                if isinstance(v, Value) and self.unit_of(id(v)) != r}
         return e
 
     def epilogues(self):

@@ -58,7 +58,7 @@ class CompiledGraph:
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
-        self._buf_specs = []       # (size, numpy dtype, shape, value or None for scratch, node index) per buffer
+        self._buf_specs = []       # per buffer: the buffer plan's request (numpy dtype, shape, value or None, node)
         # per call: may donated outputs be written into their inputs' arrays (no two inputs share memory)?
         self._ok_slot = None
         if self._donated:
@@ -91,8 +91,7 @@ class CompiledGraph:
                 outs.append((False, v, False))
         self._outs = outs
         self._check_alias = bool(self._buf_specs) and any(c for _, _, c in outs)
-        self.plan = buffers.plan(graph, [(np.dtype(dt), size, v, k) for size, dt, _, v, k in self._buf_specs],
-                                 share=config.share_buffers)
+        self.plan = buffers.plan(graph, self._buf_specs, share=config.share_buffers)
         self._pool.append(self._alloc())
         if warm:
             warm_kernels([self])
@@ -119,12 +118,12 @@ class CompiledGraph:
                 fixed.append(None)
             else:
                 fixed.append(self._nslots + 2 * len(self._buf_specs))
-                self._buf_specs.append((int(np.prod(o.shape, dtype=np.int64)), o.dtype.np, o.shape, o, at))
+                self._buf_specs.append((np.dtype(o.dtype.np), tuple(o.shape), o, at))
         specs = [(o.dtype.np, o.shape) for o in n.outputs]
         scratch = []               # the kernel's scratch arrays: intermediate buffers too, passed after the inputs
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
-            self._buf_specs.append((length, dt, (length,), None, at))
+            self._buf_specs.append((np.dtype(dt), (length,), None, at))
         self._pending.append((name, disp, n, ks))
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
@@ -208,8 +207,8 @@ class CompiledGraph:
         arenas = [np.empty(size, dt) for dt, size in self.plan.arenas]
         self._bufids.update(map(id, arenas))
         bufs = []
-        for (size, _, shape, _, _), a in zip(self._buf_specs, self.plan.where):
-            b = arenas[a][:size]
+        for (_, shape, _, _), a in zip(self._buf_specs, self.plan.where):
+            b = arenas[a][:int(np.prod(shape, dtype=np.int64))]
             bufs += [b, b.reshape(shape)]
         return bufs
 

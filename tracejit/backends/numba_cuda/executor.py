@@ -44,8 +44,7 @@ class CompiledCudaGraph:
                 slot_of(o)
         returned = {id(v) for v in graph.outputs if isinstance(v, Value)}
         self._bufs = {}              # id(buffer) of every planned buffer (the alias check)
-        self._requests = []          # (numpy dtype, elements, value or None, node index) per planned buffer
-        self._shapes = []            # (shape, numpy dtype) per request
+        self._requests = []          # (numpy dtype, shape, value or None, node index) per planned buffer
         self._planned = []           # the planned buffers, in the order of the requests
         self._steps = []
         for k, n in enumerate(graph.nodes):
@@ -55,8 +54,8 @@ class CompiledCudaGraph:
                 self._steps.append(self._op_step(n, k, slot, returned))
         self.plan = buffers.plan(graph, self._requests, share=config.share_buffers)
         arenas = [A.empty((size,), dt).buf for dt, size in self.plan.arenas]
-        for (_, size, _, _), (shape, dt), a in zip(self._requests, self._shapes, self.plan.where):
-            b = A.CudaArray(arenas[a][:max(size, 1)], shape)
+        for (_, shape, _, _), a in zip(self._requests, self.plan.where):
+            b = A.CudaArray(arenas[a][:max(int(np.prod(shape, dtype=np.int64)), 1)], shape)
             self._bufs[id(b.buf)] = True
             self._planned.append(b)
         self._template = [None] * len(slot)
@@ -71,9 +70,7 @@ class CompiledCudaGraph:
         for returned values nobody holds. A scratch buffer is read by that node alone."""
         if id(v) not in returned:
             j = len(self._requests)
-            self._requests.append((np.dtype(v.dtype.np), max(int(np.prod(v.shape, dtype=np.int64)), 1),
-                                   None if scratch else v, at))
-            self._shapes.append((v.shape, v.dtype.np))
+            self._requests.append((np.dtype(v.dtype.np), tuple(v.shape), None if scratch else v, at))
             planned = self._planned
             return lambda: planned[j]
         last = [None]

@@ -6,6 +6,7 @@ from .module import Module
 class _Inplace(Module):
     """An activation whose only argument is `inplace`: forward calls `fn(input, inplace)`."""
     fn = None
+    repr_inplace = True          # (PyTorch's Hardswish and Hardsigmoid do not show it)
 
     def __init__(self, inplace=False):
         super().__init__()
@@ -15,7 +16,7 @@ class _Inplace(Module):
         return type(self).fn(input, self.inplace)
 
     def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
+        return "inplace=True" if self.inplace and self.repr_inplace else ""
 
 
 class ReLU(_Inplace):
@@ -158,16 +159,12 @@ class Hardtanh(Module):
 
 class Hardswish(_Inplace):
     fn = F.hardswish
-
-    def extra_repr(self):       # (PyTorch's repr shows no inplace for this one)
-        return ""
+    repr_inplace = False
 
 
 class Hardsigmoid(_Inplace):
     fn = F.hardsigmoid
-
-    def extra_repr(self):       # (PyTorch's repr shows no inplace for this one)
-        return ""
+    repr_inplace = False
 
 
 class LogSigmoid(Module):
