@@ -41,6 +41,7 @@ from .ops import registry as _registry
 from .ops import elementwise as _E, reduction as _R, shape_ops as _S, indexing as _I, linalg as _L, nn_ops as _N
 from .ops import random_ops as _random_ops, methods as _methods  # noqa: F401  (registers ops and methods)
 from .ops import collective as _collective  # noqa: F401  (tracejit.distributed's ops)
+from .ops import control as _control  # noqa: F401  (the scan loop op)
 from .ops.elementwise import *  # noqa: F401,F403
 from .ops.reduction import *  # noqa: F401,F403
 from .ops.shape_ops import *  # noqa: F401,F403

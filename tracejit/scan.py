@@ -9,10 +9,16 @@ order of `xs` (with `reverse=True` too). `init`, `xs` and what `combine_fn` retu
 (nested) tuple/list of tensors; the structure and the shapes of `next_carry` must match `init`'s.
 
 Gradients flow through the carries, the `xs` and whatever `combine_fn` reads (module parameters), eagerly
-and inside `@trace`. Where tracejit differs: it runs the loop in Python, eagerly and when traced, so inside
-`@trace` the loop is unrolled into the graph (one copy of `combine_fn`'s ops per step): a trace of a long
-sequence costs time in proportion to its length.
+and inside `@trace`. Eagerly the loop runs in Python, one call of `combine_fn` per step (define-by-run, like
+every eager op). Inside `@trace`, `combine_fn` is traced once into a graph of its own and the loop is one `scan`
+node of the program (ops/control.py): compiled once and run as a loop, its backward a reverse loop over the saved
+carries, so a trace of a 1000-step sequence costs what a trace of one step does. There `combine_fn` must be a
+pure function of its carry, its x and what it reads: an in-place update of a tensor from outside is an error.
+`as_op=True` runs that one op eagerly too: combine_fn is traced once, each step runs its graph, and autograd
+records one ScanBackward0 node, which keeps the carries of each step and nothing else (the backward recomputes
+each step from its carry), where the Python loop keeps every intermediate of every step.
 """
+from ._state import STATE
 from ._tensor import Tensor
 
 
@@ -32,9 +38,10 @@ def _build(spec, it):
     return kind(_build(p, it) for p in parts)
 
 
-def scan(combine_fn, init, xs, *, dim=0, reverse=False):
+def scan(combine_fn, init, xs, *, dim=0, reverse=False, as_op=False):
     """Run `combine_fn(carry, x) -> (next_carry, y)` over the slices of `xs` along `dim`; returns
-    `(final_carry, ys)` with the `y`s stacked along `dim`. See the module docstring."""
+    `(final_carry, ys)` with the `y`s stacked along `dim`. See the module docstring. `as_op=True` runs it as
+    the one `scan` op eagerly too (combine_fn traced once, one ScanBackward0 node that keeps only the carries)."""
     from .ops.shape_ops import stack
     init_leaves, xs_leaves = [], []
     carry_spec = _leaves(init, init_leaves)
@@ -51,23 +58,58 @@ def scan(combine_fn, init, xs, *, dim=0, reverse=False):
     n = lengths.pop()
     if n == 0:
         raise RuntimeError("scan: xs is empty along the scanned dimension")
+    if as_op or STATE.tracer is not None:
+        return _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse)
     slices = [x.unbind(dim) for x in xs_leaves]
     carry = init
     ys = [None] * n
     y_spec = None
     for t in (range(n - 1, -1, -1) if reverse else range(n)):
         out = combine_fn(carry, _build(xs_spec, iter([s[t] for s in slices])))
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise RuntimeError("scan: combine_fn must return a pair (next_carry, y)")
-        carry, y = out
-        new_leaves = []
-        spec = _leaves(carry, new_leaves)
-        if spec != carry_spec or any(a.shape != b.shape for a, b in zip(new_leaves, init_leaves)):
-            raise RuntimeError("scan: combine_fn's next_carry must have the structure and shapes of init "
-                               f"(got {[tuple(a.shape) for a in new_leaves]}, expected "
-                               f"{[tuple(b.shape) for b in init_leaves]})")
-        y_leaves = []
-        y_spec = _leaves(y, y_leaves)
+        carry, _, y_leaves, y_spec = _step_result(out, carry_spec, init_leaves)
         ys[t] = y_leaves
     stacked = [stack([ys[t][k] for t in range(n)], dim) for k in range(len(ys[0]))]
     return carry, _build(y_spec, iter(stacked))
+
+
+def _step_result(out, carry_spec, init_leaves):
+    """combine_fn's result checked: (next_carry, its leaves, y's leaves, y's structure)."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise RuntimeError("scan: combine_fn must return a pair (next_carry, y)")
+    carry, y = out
+    new_leaves = []
+    spec = _leaves(carry, new_leaves)
+    if spec != carry_spec or any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(new_leaves, init_leaves)):
+        raise RuntimeError("scan: combine_fn's next_carry must have the structure, shapes and dtypes of init "
+                           f"(got {[(a.dtype.name, tuple(a.shape)) for a in new_leaves]}, expected "
+                           f"{[(b.dtype.name, tuple(b.shape)) for b in init_leaves]})")
+    y_leaves = []
+    y_spec = _leaves(y, y_leaves)
+    return carry, new_leaves, y_leaves, y_spec
+
+
+def _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse):
+    """combine_fn traced once into a body graph, the loop one `scan` op (ops/control.py): inside a trace, a node
+    of the program; eagerly, one op on the tensors."""
+    from .ops.control import run_scan
+    from .ops.shape_ops import movedim
+    from .tracing.body import trace_body
+    from .tracing.trace import run_passes
+    xs0 = [x if dim == 0 or dim == -x.dim() else movedim(x, dim, 0) for x in xs_leaves]
+    nc = len(init_leaves)
+    inputs = [(tuple(t.shape), t.dtype, f"carry{i}") for i, t in enumerate(init_leaves)]
+    inputs += [(tuple(x.shape[1:]), x.dtype, f"x{i}") for i, x in enumerate(xs0)]
+
+    def body(*ts):
+        return combine_fn(_build(carry_spec, iter(ts[:nc])), _build(xs_spec, iter(ts[nc:])))
+    ctx, out = trace_body(body, inputs, STATE.tracer)
+    _, carry_leaves, y_leaves, y_spec = _step_result(out, carry_spec, init_leaves)
+    g = ctx.graph
+    g.outputs = [ctx.value_of(t) for t in carry_leaves + y_leaves]
+    g.output_names = [f"carry{i}" for i in range(nc)] + [f"y{i}" for i in range(len(y_leaves))]
+    ctx.check_captures("scan")
+    del out, carry_leaves, y_leaves
+    res = run_scan(run_passes(g), init_leaves, xs0, ctx.captures, n, reverse)
+    carry = _build(carry_spec, iter(res[:nc]))
+    ys = [y if dim == 0 else movedim(y, 0, dim) for y in res[nc:]]
+    return carry, _build(y_spec, iter(ys))

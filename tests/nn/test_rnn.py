@@ -29,7 +29,7 @@ def test_scan_cumulative_product_and_reverse_match_numpy():
 
 
 def test_scan_errors():
-    with pytest.raises(RuntimeError, match="structure and shapes of init"):
+    with pytest.raises(RuntimeError, match="structure, shapes and dtypes of init"):
         tracejit.scan(lambda c, x: (c.sum(), x), tracejit.zeros(2), tracejit.zeros(3, 2))
     with pytest.raises(RuntimeError, match="differ in size"):
         tracejit.scan(lambda c, x: (c, x), tracejit.zeros(2), (tracejit.zeros(3, 2), tracejit.zeros(4, 2)))

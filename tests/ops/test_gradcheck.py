@@ -41,6 +41,11 @@ def _scatter_index():
     return tj.tensor([[0, 3], [1, 2], [2, 0]])
 
 
+def _scan_recurrence(h, xs, w, reverse):
+    c, ys = tj.scan(lambda c, x: (tj.tanh(c @ w + x), c * x), h, xs, reverse=reverse, as_op=True)
+    return c + ys.sum(0)
+
+
 # op name -> (function, inputs[, gradcheck keyword arguments]); the function must exercise that op
 CASES = {
     "abs": (lambda x: x.abs(), [N(2, 3)]),
@@ -122,6 +127,9 @@ CASES = {
                                      + F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.7),
                                      [N(2, 3, 2), N(2, 4, 2), N(2, 4, 3), N(3, 4)]),
     "log_softmax": (lambda x: x.log_softmax(0) * tj.arange(3.0), [N(2, 3)]),
+    # the scan op run eagerly (as_op): a tanh recurrence reading a captured weight, both directions
+    "scan": (lambda h, xs, w: _scan_recurrence(h, xs, w, False) + _scan_recurrence(h, xs, w, True),
+             [N(2, 3), N(4, 2, 3), N(3, 3)]),
     "reshape": (lambda x: x.t().reshape(-1) * tj.arange(6.0), [N(2, 3)]),
     "view": (lambda x: x.view(3, 2) * tj.arange(2.0), [N(2, 3)]),
     "permute": (lambda x: x.permute(2, 0, 1) * tj.arange(3.0), [N(2, 3, 2)]),
@@ -221,7 +229,7 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
             "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss",
-            "scaled_dot_product_attention", "batch_norm", "addmm", "mv", "dot"]
+            "scaled_dot_product_attention", "batch_norm", "addmm", "mv", "dot", "scan"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs

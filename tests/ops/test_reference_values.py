@@ -345,6 +345,24 @@ CASES["scaled_dot_product_attention"] = (
     [_rng.standard_normal((2, 3, 4)), _rng.standard_normal((2, 3, 4)), _rng.standard_normal((2, 3, 5))], _sdpa_ref)
 
 
+def _scan_ref(h, xs, w):
+    """h_{t+1} = tanh(h_t w + x_t), y_t = h_t * x_t, from the last step to the first: (final h, sum of the y)."""
+    ys = np.zeros_like(h)
+    for t in range(len(xs) - 1, -1, -1):
+        ys += h * xs[t]
+        h = np.tanh(h @ w + xs[t])
+    return h + ys
+
+
+def _scan_case(h, xs, w):
+    c, ys = tj.scan(lambda c, x: (tj.tanh(c @ w + x), c * x), h, xs, reverse=True, as_op=True)
+    return c + ys.sum(0)
+
+
+CASES["scan"] = (_scan_case, [_rng.standard_normal((2, 3)), _rng.standard_normal((5, 2, 3)),
+                              _rng.standard_normal((3, 3))], _scan_ref)
+
+
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
     "check_classes": "one_hot", "check_index": "index_select", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",

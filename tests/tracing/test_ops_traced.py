@@ -99,6 +99,8 @@ CASES = {
     "batch_norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, training=True) * x,
                    [N(4, 3, 2, 2), N(3), N(3)]),
     "to_memory_format": (lambda x: x.contiguous(memory_format=torch.channels_last) * x, [N(2, 3, 2, 2)]),
+    # eager: the Python loop; traced: one scan node (its body and its backward's body compiled once)
+    "scan": (lambda h, xs, w: _scan_sum(h, xs, w, False) + _scan_sum(h, xs, w.t(), True), [N(2, 3), N(4, 2, 3), N(3, 3)]),
 }
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
@@ -106,6 +108,11 @@ DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2
 RANDOM = {"rand", "randn", "randint", "bernoulli"}
 # collectives need an MPI job: tests/distributed/scripts/collectives.py runs each of them traced against numpy
 COLLECTIVE = {"all_reduce_start", "broadcast_start", "all_gather_start", "reduce_scatter_start", "comm_wait"}
+
+
+def _scan_sum(h, xs, w, reverse):
+    c, ys = torch.scan(lambda c, x: (torch.tanh(c @ w + x), c * x.sigmoid()), h, xs, reverse=reverse)
+    return c + ys.sum(0)
 
 
 def _make(spec, rng):

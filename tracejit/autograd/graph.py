@@ -250,6 +250,8 @@ def record(op, args, outs, attrs):
         name = name(attrs, args)    # a callable names the node from the op's call (SumBackward0 / 1)
     cls = _NODE_CLASSES.get(name)
     node = (cls or node_class(name))(op, attrs)
+    if not op.nout:                 # an op whose number of outputs its attributes decide (scan)
+        node.nout = len(outs)
     n = len(args)
     edges, shapes, dtypes = [None] * n, [None] * n, [None] * n   # filled by index: no append calls
     for i, a in enumerate(args):

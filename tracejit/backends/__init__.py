@@ -17,6 +17,23 @@ class Backend:
         input's array; a backend that cannot ignores it. A backend may compile the two together."""
         return self.compile(forward), (self.compile(backward) if backward is not None else None)
 
+def compile_bodies(graph, compile):
+    """`graph`, with the body of each loop op (scan: ops/control.py) replaced by `compile(body)`, the backend's
+    callable of it (an object with `.graph`, called on a list of arrays): the loop then runs compiled code."""
+    if not any("body" in n.attrs and n.op.kind != "fused" for n in graph.nodes):
+        return graph
+    from ..passes.rewrite import Rewriter
+    r = Rewriter(graph)
+    for n in graph.nodes:
+        if "body" in n.attrs and n.op.kind != "fused":
+            outs = r.emit(n.op, n.inputs, dict(n.attrs, body=compile(n.attrs["body"])), n.outputs)
+            for o, v in zip(n.outputs, outs):
+                r.alias(o, v)
+        else:
+            r.copy(n)
+    return r.finish()
+
+
 _BACKENDS = {}
 
 

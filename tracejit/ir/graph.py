@@ -117,6 +117,8 @@ def _fmt_attr(v):
         return v.short
     if v.__class__.__name__ == "Generator":
         return "gen"
+    if isinstance(v, Graph) or isinstance(getattr(v, "graph", None), Graph):
+        return "{...}"                    # a loop's body: format_graph prints it under the node
     return str(v)
 
 
@@ -143,6 +145,10 @@ def format_graph(g, title=None):
         lines.append("  " + format_node(n))
         if n.op.kind == "fused":                     # the fused group's body, indented under it
             lines.extend("      | " + format_node(m) for m in n.attrs["body"].nodes)
+        elif "body" in n.attrs:                      # a loop's body: a graph of its own
+            body = n.attrs["body"]
+            body = body if isinstance(body, Graph) else body.graph
+            lines.extend("      | " + line for line in format_graph(body).splitlines())
     outs = ", ".join(f"%{v.id}" if isinstance(v, Value) else repr(v) for v in g.outputs)
     lines.append(f"  return {outs}")
     lines.append("}")

@@ -104,7 +104,7 @@ def simplify(g):
         if not n.op.random and n.op.kind != "collective" and all(not isinstance(i, Value) or i in consts for i in ins) \
                 and any(isinstance(i, Value) for i in ins) and all(int(np.prod(o.shape)) <= 4096 for o in n.outputs):
             res = n.op.impl(*[consts[i] if isinstance(i, Value) else i for i in ins], **n.attrs)
-            res = res if n.op.nout > 1 else (res,)
+            res = res if n.op.nout != 1 else (res,)
             for o, a in zip(n.outputs, res):
                 c = r.g.add_const(np.asarray(a))
                 consts[c] = np.asarray(a)

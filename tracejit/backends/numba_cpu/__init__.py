@@ -5,7 +5,7 @@ from ... import config
 from ...ir.graph import Value
 from ...passes.decompose import decompose
 from ...passes.fusion import fusion
-from .. import Backend
+from .. import Backend, compile_bodies
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
 from .convcols import shared_columns
@@ -33,7 +33,13 @@ class NumbaBackend(Backend):
         return cgs[0], (cgs[1] if backward is not None else None)
 
     def _compile(self, jobs):
-        cgs = [CompiledGraph(fusion(shared_columns(gemm_updates(decompose(g))), rows=True),
-                             fastmath=getattr(config, "fastmath", False), donate=d, warm=False) for g, d in jobs]
+        cgs = []
+
+        def program(g, donate=None):            # (a loop's body is a program of its own, compiled here too)
+            g = compile_bodies(g, program)
+            cgs.append(CompiledGraph(fusion(shared_columns(gemm_updates(decompose(g))), rows=True),
+                                     fastmath=getattr(config, "fastmath", False), donate=donate, warm=False))
+            return cgs[-1]
+        out = [program(g, d) for g, d in jobs]
         warm_kernels(cgs)
-        return cgs
+        return out

@@ -1,0 +1,150 @@
+"""tracejit.scan inside @trace is one loop node of the program (ops/control.py), not an unrolled copy per step:
+the graph does not grow with the sequence, the body and its derivative are compiled once, and the numbers equal
+the eager Python loop's, forward and backward, on the numba backend and the interpreter."""
+import numpy as np
+import pytest
+
+import tracejit
+from tracejit.ops.control import backward_body
+
+_rng = np.random.default_rng(7)
+
+
+def _count(graph, name):
+    return sum(n.op.name == name for n in graph.nodes)
+
+
+def _rnn_loss(w, b, h0, xs):
+    h, ys = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), (h * x).sum(-1)), h0, xs)
+    return (ys ** 2).sum() + h.sum()
+
+
+def _inputs(T, dtype=np.float64):
+    return [tracejit.tensor(_rng.standard_normal(s).astype(dtype), requires_grad=True)
+            for s in ((4, 4), (4,), (3, 4), (T, 3, 4))]
+
+
+def test_graph_size_does_not_grow_with_the_sequence():
+    sizes = []
+    for T in (4, 64):
+        ins = _inputs(T)
+        e = tracejit.trace(_rnn_loss, backend="interpreter").graph(*ins).entry
+        assert _count(e.fwd, "scan") == 1 and _count(e.bwd, "scan") == 1
+        sizes.append((len(e.fwd.nodes), len(e.bwd.nodes)))
+    assert sizes[0] == sizes[1]
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpreter"])
+def test_traced_loop_equals_eager_loop_with_gradients(backend):
+    ins = _inputs(9)
+    twins = [t.detach().clone().requires_grad_() for t in ins]
+    le = _rnn_loss(*ins)
+    ge = tracejit.autograd.grad(le, ins)
+    lt = tracejit.trace(_rnn_loss, backend=backend)(*twins)
+    gt = tracejit.autograd.grad(lt, twins)
+    np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
+    for a, b in zip(ge, gt):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_as_op_eagerly_equals_the_python_loop_and_keeps_one_node():
+    w, b, h0, xs = _inputs(6)
+    h1, y1 = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), h * 2), h0, xs, dim=0, reverse=True)
+    h2, y2 = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), h * 2), h0, xs, dim=0, reverse=True, as_op=True)
+    assert type(h2.grad_fn).__name__ == "ScanBackward0" and h2.grad_fn is y2.grad_fn
+    np.testing.assert_allclose(h2.detach().numpy(), h1.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(y2.detach().numpy(), y1.detach().numpy(), rtol=1e-12)
+    g1 = tracejit.autograd.grad(h1.sum() + y1.sum(), (w, b, h0, xs))
+    g2 = tracejit.autograd.grad(h2.sum() + y2.sum(), (w, b, h0, xs))
+    for a, c in zip(g1, g2):
+        np.testing.assert_allclose(c.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_pytrees_dim_integer_carries_and_unused_outputs_traced():
+    def f(xs, v):
+        def step(c, x):
+            k, acc = c
+            return (k + 1, acc * 0.5 + x[0] * k), (x[1].exp() * acc, k.expand(2))
+        (k, acc), (ys, ks) = tracejit.scan(step, (tracejit.tensor(0), v), (xs, xs * 2), dim=1)
+        return acc.sum() + ys.sum() + ks.sum()
+    xs = tracejit.tensor(_rng.standard_normal((3, 5)), requires_grad=True)
+    v = tracejit.tensor(_rng.standard_normal(3), requires_grad=True)
+    le = f(xs, v)
+    ge = tracejit.autograd.grad(le, (xs, v))
+    tf = tracejit.trace(f)
+    xt, vt = xs.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
+    lt = tf(xt, vt)
+    gt = tracejit.autograd.grad(lt, (xt, vt))
+    np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
+    for a, b in zip(ge, gt):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10)
+    assert _count(tf.graph(xt, vt).entry.fwd, "scan") == 1
+
+
+def test_nested_scans_traced():
+    def f(xs, w):
+        def outer(c, row):
+            inner, _ = tracejit.scan(lambda a, x: ((a * w + x).sin(), a), c, row)
+            return inner, inner.sum()
+        c, ys = tracejit.scan(outer, tracejit.zeros(2, dtype=tracejit.float64), xs)
+        return c.sum() + (ys * ys).sum()
+    xs = tracejit.tensor(_rng.standard_normal((3, 4, 2)), requires_grad=True)
+    w = tracejit.tensor(_rng.standard_normal(2), requires_grad=True)
+    le = f(xs, w)
+    ge = tracejit.autograd.grad(le, (xs, w))
+    xt, wt = xs.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    lt = tracejit.trace(f)(xt, wt)
+    gt = tracejit.autograd.grad(lt, (xt, wt))
+    np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
+    for a, b in zip(ge, gt):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10)
+
+
+def test_lstm_training_step_traced_equals_eager_and_compiles_one_loop():
+    def run(traced):
+        tracejit.manual_seed(0)
+        rnn, head = tracejit.nn.LSTM(5, 8, num_layers=2), tracejit.nn.Linear(8, 3)
+        params = list(rnn.parameters()) + list(head.parameters())
+        opt = tracejit.optim.SGD(params, lr=0.5, momentum=0.9)
+        x = tracejit.tensor(np.random.default_rng(3).standard_normal((40, 4, 5)).astype(np.float32))
+        y = tracejit.tensor([0, 2, 1, 2])
+
+        def step(x, y):
+            opt.zero_grad()
+            out, _ = rnn(x)
+            loss = tracejit.nn.functional.cross_entropy(head(out[-1]), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = tracejit.trace(step) if traced else step
+        losses = [fn(x, y).item() for _ in range(4)]
+        return losses, [p.detach().numpy().copy() for p in params], fn, (x, y)
+    le, pe, _, _ = run(False)
+    lt, pt, fn, args = run(True)
+    np.testing.assert_allclose(lt, le, rtol=1e-5)
+    for a, b in zip(pe, pt):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+    g = fn.graph(*args).entry.fwd
+    assert _count(g, "scan") == 4          # two layers, forward and backward loops, in one program
+    assert len(g.nodes) < 200
+
+
+def test_backward_body_is_derived_once_per_body():
+    w, b, h0, xs = _inputs(5)
+    f = tracejit.trace(_rnn_loss, backend="interpreter")
+    g = f.graph(w, b, h0, xs).entry.fwd
+    (node,) = [n for n in g.nodes if n.op.name == "scan"]
+    body = node.attrs["body"]
+    assert backward_body(body, 1, 1) is backward_body(body, 1, 1)
+
+
+def test_in_place_update_of_an_outside_tensor_is_an_error():
+    w = tracejit.ones(3)
+
+    def f(h0, xs):
+        return tracejit.scan(lambda h, x: (h + w.mul_(2), x), h0, xs)[0]
+    with pytest.raises(RuntimeError, match="updated a tensor from outside it in place"):
+        tracejit.trace(f)(tracejit.zeros(3), tracejit.ones(4, 3))
+    with pytest.raises(RuntimeError, match="updated a tensor from outside it in place"):
+        tracejit.scan(lambda h, x: (h + w.mul_(2), x), tracejit.zeros(3), tracejit.ones(4, 3), as_op=True)
+    np.testing.assert_array_equal(w.numpy(), np.ones(3))
