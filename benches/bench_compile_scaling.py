@@ -8,16 +8,20 @@ Workloads (each a first call of `@tracejit.trace`, in this process, numba's disk
 - lstm T: the hand-written LSTM training step of issue 24 (an nn.Module cell of two nn.Linear, chunk(4),
   sigmoid/tanh gates, a Python loop over T steps, a linear head, cross-entropy, backward, SGD step; batch 32,
   input 32, hidden 64), unrolled;
+- scan T: the same model with its loop over time written as `torch.scan(cell_step, (h, c), x)`: one loop node of
+  the program, its body and its backward's body traced and compiled once, whatever T is;
 - gpt L: a small GPT written with nn.Linear/nn.LayerNorm and a hand-written causal attention (batch 4,
   sequence 32, width 64, 4 heads), L layers, a training step.
 
+Columns: the traced graph's nodes, the fused kernels compiled (those of loop bodies included), the first call's
+wall time, a steady call's (the third: the second traces again, the parameters' .grad having become tensors).
 Stages: trace (running the function on tracers, its inner autograd excluded), autodiff (the autograd engine
 on tracers: the loss.backward() inside, and the derived outer backward), the graph passes (simplify, cse,
 dce, partition), backend passes (gemm, conv columns), fusion, plan (code generation and the executor's
 buffer plan: CompiledGraph), numba (compiling the kernels; depends on the kernels' number and size, not on
 the graph) and print (the graph's text). Each is shown in microseconds per node of the traced graph.
 
-    python benches/bench_compile_scaling.py [--quick] [--only chain,lstm,gpt]
+    python benches/bench_compile_scaling.py [--quick] [--only chain,lstm,scan,gpt]
 """
 import argparse
 import functools
@@ -40,8 +44,9 @@ import tracejit.passes as _passes  # noqa: E402
 
 nn, F = torch.nn, torch.nn.functional
 STAGES = ("trace", "autodiff", "simplify", "cse", "dce", "partition", "backend", "fusion", "plan", "numba", "print")
-SIZES = {"chain": (1000, 10000, 100000), "lstm": (16, 64, 256, 1024), "gpt": (2, 6, 12, 24)}
-QUICK = {"chain": (1000, 10000), "lstm": (16, 64, 256), "gpt": (2, 6)}
+SIZES = {"chain": (1000, 10000, 100000), "lstm": (16, 64, 256, 1024), "scan": (16, 64, 256, 1024),
+         "gpt": (2, 6, 12, 24)}
+QUICK = {"chain": (1000, 10000), "lstm": (16, 64, 256), "scan": (16, 256), "gpt": (2, 6)}
 
 
 class Clock:
@@ -98,7 +103,7 @@ def chain(n):
     return f, call
 
 
-def lstm(steps, B=32, I=32, H=64, C=10):
+def lstm(steps, B=32, I=32, H=64, C=10, scan=False):
     class Cell(nn.Module):
         def __init__(self):
             super().__init__()
@@ -116,8 +121,11 @@ def lstm(steps, B=32, I=32, H=64, C=10):
 
         def forward(self, x):
             h = c = torch.zeros(B, H)
-            for t in range(x.shape[0]):
-                h, c = self.cell(x[t], h, c)
+            if scan:
+                (h, c), _ = torch.scan(lambda hc, xt: (self.cell(xt, *hc), hc[0]), (h, c), x)
+            else:
+                for t in range(x.shape[0]):
+                    h, c = self.cell(x[t], h, c)
             return self.head(h)
 
     torch.manual_seed(0)
@@ -182,7 +190,8 @@ def gpt(layers, B=4, T=32, D=64, heads=4, V=96):
 
 
 def measure(work, size):
-    f, call = {"chain": chain, "lstm": lstm, "gpt": gpt}[work](size)
+    make = {"chain": chain, "lstm": lstm, "scan": functools.partial(lstm, scan=True), "gpt": gpt}[work]
+    f, call = make(size)
     CLOCK.t = dict.fromkeys(STAGES, 0.0)
     t0 = time.perf_counter()
     fn = torch.trace(CLOCK.wrap("trace", f))
@@ -190,27 +199,40 @@ def measure(work, size):
     total = time.perf_counter() - t0
     entry = [e for es in fn.cache.values() for e in es][-1]    # the last compiled: its traced graph's nodes
     n = len(entry.graphs["traced"].nodes)
+    call(fn)                    # (the second call traces again: the parameters' .grad went from None to tensors)
+    t = time.perf_counter()
+    call(fn)
+    steady = time.perf_counter() - t
     t = time.perf_counter()
     for g in (entry.fwd, entry.bwd):
         if g is not None:
             g.text()
     CLOCK.t["print"] = time.perf_counter() - t
-    kernels = sum(nd.op.kind == "fused" for c in (entry.fwd_fn, entry.bwd_fn) if c for nd in c.graph.nodes)
-    return dict(work=work, size=size, nodes=n, kernels=kernels, total_s=total, stages=list(CLOCK.t),
+    kernels = sum(_kernels(c) for c in (entry.fwd_fn, entry.bwd_fn) if c)
+    return dict(work=work, size=size, nodes=n, kernels=kernels, total_s=total, steady_ms=steady * 1e3,
+                stages=list(CLOCK.t),
                 **{k: v / n * 1e6 for k, v in CLOCK.t.items()})
+
+
+def _kernels(compiled):
+    """Fused kernels of a compiled program, those of its loops' compiled bodies included."""
+    return sum(1 if nd.op.kind == "fused" else _kernels(nd.attrs["body"]) if hasattr(nd.attrs.get("body"), "graph")
+               else 0 for nd in compiled.graph.nodes)
 
 
 def table(rows):
     stages = list(STAGES) + sorted({k for r in rows for k in r.get("stages", ())} - set(STAGES))
-    head = f"{'workload':<12}{'nodes':>8}{'kernels':>8}{'first call':>11}  " + "".join(f"{s[:8]:>9}" for s in stages)
+    head = f"{'workload':<12}{'nodes':>8}{'kernels':>8}{'first call':>11}{'steady':>10}  " + \
+        "".join(f"{s[:8]:>9}" for s in stages)
     lines = ["us per traced-graph node, by stage (first call of @trace; numba: disk cache empty)", head]
     for r in rows:
-        lines.append(f"{r['work'] + ' ' + str(r['size']):<12}{r['nodes']:>8}{r['kernels']:>8}{r['total_s']:>10.2f}s  "
+        lines.append(f"{r['work'] + ' ' + str(r['size']):<12}{r['nodes']:>8}{r['kernels']:>8}{r['total_s']:>10.2f}s"
+                     f"{r.get('steady_ms', 0.0):>8.1f}ms  "
                      + "".join(f"{r.get(s, 0.0):>9.1f}" for s in stages))
     return "\n".join(lines)
 
 
-def run(quick=False, only=("chain", "lstm", "gpt")):
+def run(quick=False, only=("chain", "lstm", "scan", "gpt")):
     _instrument()
     rows = []
     for work in only:
@@ -223,7 +245,7 @@ def run(quick=False, only=("chain", "lstm", "gpt")):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="chain,lstm,gpt")
+    ap.add_argument("--only", default="chain,lstm,scan,gpt")
     a = ap.parse_args()
     print(f"CPU: {H.machine_line(H.machine())}, {os.cpu_count()} cores (shared machine: absolute times are noisy)")
     print(table(run(a.quick, a.only.split(","))))
