@@ -41,40 +41,65 @@ def _placement(v):
     return (n.inputs[0], d, lo, hi, shape) if step == 1 and hi > lo else None
 
 
-def _side_by_side(r, a, b, out):
-    """a + b as one cat when both are placements along the same dim that touch (see _placement); else None."""
-    pa, pb = _placement(a), _placement(b)
-    if pa is None or pb is None or pa[1] != pb[1] or pa[4] != pb[4] or a.dtype is not out.dtype or \
-            b.dtype is not out.dtype or tuple(out.shape) != pa[4]:
+def _pieces(v, memo):
+    """(dim, shape, [(gradient, lo, hi)...] sorted) when v is a placement (see _placement) or a sum of placements
+    of disjoint ranges along the same dim (an add tree: the gradients of chunk(4)'s parts arrive in any order),
+    else None."""
+    if id(v) in memo:
+        return memo[id(v)]
+    res = None
+    p = _placement(v)
+    if p is not None:
+        res = (p[1], p[4], [(p[0], p[2], p[3])])
+    else:
+        n = getattr(v, "producer", None)
+        if n is not None and n.op is OPS["add"] and len(n.inputs) == 2 and not n.attrs and \
+                all(isinstance(i, Value) and i.dtype is v.dtype for i in n.inputs):
+            a, b = (_pieces(i, memo) for i in n.inputs)
+            if a is not None and b is not None and a[:2] == b[:2]:
+                parts = sorted(a[2] + b[2], key=lambda t: t[1])
+                if all(x[2] <= y[1] for x, y in zip(parts, parts[1:])):
+                    res = (a[0], a[1], parts)
+    memo[id(v)] = res
+    return res
+
+
+def _side_by_side(r, a, b, out, memo):
+    """a + b as one cat when together they are placements along one dim of ranges that touch, from lo to hi (see
+    _pieces); else None."""
+    if not (isinstance(a, Value) and isinstance(b, Value)) or a.dtype is not out.dtype or b.dtype is not out.dtype:
         return None
-    if pb[3] == pa[2]:
-        pa, pb = pb, pa
-    if pa[3] != pb[2]:
+    pa, pb = _pieces(a, memo), _pieces(b, memo)
+    if pa is None or pb is None or pa[:2] != pb[:2] or tuple(out.shape) != pa[1]:
         return None
-    d, shape = pa[1], pa[4]
+    d, shape = pa[0], pa[1]
+    ranges = sorted(pa[2] + pb[2], key=lambda t: t[1])
+    if any(x[2] != y[1] for x, y in zip(ranges, ranges[1:])):
+        return None
     parts = []
-    for g in (pa[0], pb[0]):            # a cat of cats along the same dim is one cat
+    for g, _, _ in ranges:              # a cat of cats along the same dim is one cat
         p = g.producer
         parts += list(p.inputs) if p is not None and p.op is OPS["cat"] and p.attrs["dim"] == d else [g]
-    cshape = tuple(pa[0].shape[:d]) + (pb[3] - pa[2],) + tuple(pa[0].shape[d + 1:])
+    lo, hi = ranges[0][1], ranges[-1][2]
+    cshape = tuple(shape[:d]) + (hi - lo,) + tuple(shape[d + 1:])
     (c,) = r.g.add_node(OPS["cat"], parts, {"dim": d}, [AVal(cshape, out.dtype)])
-    if (pa[2], pb[3]) == (0, shape[d]):
+    if (lo, hi) == (0, shape[d]):
         return c
-    spec = tuple(slice(pa[2], pb[3]) if k == d else slice(None) for k in range(len(shape)))
-    (v,) = r.g.add_node(OPS["index_backward"], [c], {"shape": shape, "spec": spec},
-                        [AVal(shape, out.dtype)])
+    spec = tuple(slice(lo, hi) if k == d else slice(None) for k in range(len(shape)))
+    (v,) = r.g.add_node(OPS["index_backward"], [c], {"shape": shape, "spec": spec}, [AVal(shape, out.dtype)])
     return v
 
 
 def simplify(g):
     r = Rewriter(g)
     consts = {r.map[v]: a for v, a in g.consts.items()}
+    memo = {}                   # _pieces of the new graph's values
     for n in g.nodes:
         ins = [r.get(i) for i in n.inputs]
         out = n.outputs[0]
         op = n.op
         if op is OPS["add"] and len(ins) == 2 and not n.attrs:
-            v = _side_by_side(r, ins[0], ins[1], out)
+            v = _side_by_side(r, ins[0], ins[1], out, memo)
             if v is not None:
                 r.alias(out, v)
                 continue
