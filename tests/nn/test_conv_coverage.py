@@ -54,10 +54,16 @@ def products(request, monkeypatch):
     """Every convolution product as one product over the batch, or (kernels/cpu/convgemm.py) one per image, each
     path taken for every shape (the chosen path depends on the image size otherwise)."""
     from tracejit.kernels.cpu import conv
+    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
     limit = 0 if request.param == "per-image" else None
     for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
         monkeypatch.setattr(conv, name, limit)
-    return request.param
+    threads = blas_threads()
+    blas_threads(1)                 # the per-image products are taken with one OpenBLAS thread only
+    a = np.zeros(1, np.float32)
+    assert (conv._chunked(limit, 1, a, a) is not None) == (limit == 0 and bool(gemm_address(np.float32)))
+    yield request.param
+    blas_threads(threads)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")      # torch's note on 'same' padding with an even kernel

@@ -106,13 +106,15 @@ def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
                                                       (20, 4, 6, 16, 2, True),      # two groups of 3 x 18
                                                       (3, 16, 8, 5, 1, False)])     # 8 x 144, columns as rows
 @pytest.mark.parametrize("per_image", [False, True])
-def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked, per_image, monkeypatch):
+def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked, per_image, monkeypatch,
+                                                     one_blas_thread):
     """The weight gradient's product runs in the orientation and chunks that OpenBLAS is fastest for, over the
     batch or one image at a time (convgemm); every form gives the float64 reference (the chunked cases have
     N*H*W > WGRAD_CHUNK positions)."""
     from tracejit.kernels.cpu import conv
     from tracejit.kernels.cpu.conv import WGRAD_CHUNK, columns, weight_grad_from_columns
     monkeypatch.setattr(conv, "CHUNKED_WEIGHT_GRAD", 0 if per_image else None)
+    one_blas_thread()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, C, H, H)).astype(np.float32)
     g = rng.standard_normal((N, O, H, H)).astype(np.float32)
@@ -156,19 +158,31 @@ def test_columns_against_a_padded_copy(H, W, k, pad, dil, stride):
     np.testing.assert_array_equal(got, want.reshape(got.shape))
 
 
-def test_per_image_products_taken_for_the_resnet_bench_layer():
+@pytest.fixture
+def one_blas_thread():
+    """Runs the test with one OpenBLAS thread (convgemm's per-image products are taken only then)."""
+    from tracejit.kernels.cpu.blas import blas_threads
+    threads = blas_threads()
+    yield lambda: blas_threads(1)
+    blas_threads(threads)
+
+
+def test_per_image_products_taken_for_the_resnet_bench_layer(one_blas_thread):
     """The default limits send the ResNet bench's 16x16 layers (float32 and float64) to convgemm's per-image
-    products, and nothing there for other dtypes."""
+    products with one OpenBLAS thread; never other dtypes, nor with two threads."""
     from tracejit.kernels.cpu import conv
-    from tracejit.kernels.cpu.blas import gemm_address
+    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
     if not gemm_address(np.float32):
         pytest.skip("numpy's OpenBLAS cblas not found")
+    one_blas_thread()
     for dt in (np.float32, np.float64):
         a = np.zeros(1, dt)
         for limit in (conv.CHUNKED_FORWARD, conv.CHUNKED_INPUT_GRAD, conv.CHUNKED_WEIGHT_GRAD):
             assert conv._chunked(limit, 16 * 16, a, a) is not None
     assert conv._chunked(0, 256, np.zeros(1, np.float16), np.zeros(1, np.float16)) is None
     assert conv._chunked(0, 256, np.zeros(1, np.float32), np.zeros(1)) is None
+    blas_threads(2)
+    assert conv._chunked(0, 256, np.zeros(1, np.float32), np.zeros(1, np.float32)) is None
 
 
 class _SmallCNN(tj.nn.Module):
