@@ -61,6 +61,8 @@ def weight_grad_images(fp, one, zero, cols, g, groups, kmajor, out):
     Kg = cols.shape[0] // groups
     z = cols.itemsize
     ca, ga, oa = np.int64(cols.ctypes.data), np.int64(g.ctypes.data), np.int64(out.ctypes.data)
+    if N == 0:
+        out.reshape(-1)[:] = 0
     for n in range(N):
         beta = zero if n == 0 else one
         for gi in range(groups):

@@ -167,6 +167,21 @@ def one_blas_thread():
     blas_threads(threads)
 
 
+@pytest.mark.parametrize("per_image", [False, True])
+def test_conv_of_an_empty_batch(per_image, monkeypatch, one_blas_thread):
+    """No images: an empty output and input gradient, a zero weight gradient, on both product paths."""
+    from tracejit.kernels.cpu import conv
+    for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
+        monkeypatch.setattr(conv, name, 0 if per_image else None)
+    one_blas_thread()
+    x = tj.tensor(np.ones((0, 2, 5, 5), np.float32), requires_grad=True)
+    w = tj.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    y.sum().backward()
+    assert tuple(y.shape) == (0, 3, 5, 5) and tuple(x.grad.shape) == (0, 2, 5, 5)
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((3, 2, 3, 3), np.float32))
+
+
 def test_per_image_products_taken_for_the_resnet_bench_layer(one_blas_thread):
     """The default limits send the ResNet bench's 16x16 layers (float32 and float64) to convgemm's per-image
     products with one OpenBLAS thread; never other dtypes, nor with two threads."""
