@@ -3,7 +3,8 @@
 numpy's matmul always writes a fresh product; an update such as SGD's `W - lr * X.T @ dZ` then needs a second
 pass over W and the product. BLAS does it in one call (beta = 1, C = W). The library is the one numpy loaded
 (numpy.libs/libscipy_openblas*, cblas with 64-bit integers); where it is not found (another numpy build),
-`gemm_acc` returns False and the caller computes with numpy.
+`gemm_acc` returns False and the caller computes with numpy. `gemm_call` calls the same cblas function from numba
+code (convgemm.py's loops of one product per image), given its address.
 """
 import ctypes
 import glob
@@ -94,3 +95,49 @@ def gemm_acc(a, b, c, alpha, beta):
     f(_ROW_MAJOR, ta[0], tb[0], m, c.shape[1], k, alpha, a.ctypes.data, ta[1], b.ctypes.data, tb[1], beta,
       c.ctypes.data, c.shape[1])
     return True
+
+
+def gemm_address(dtype):
+    """The address of the cblas ?gemm for float32/float64 `dtype` in numpy's OpenBLAS (0 where not found): what
+    `gemm_call` calls from numba. Passed to compiled kernels as an argument, never baked into them, so their
+    disk cache stays valid in another process."""
+    global _FUNCS
+    if _FUNCS is None:
+        _FUNCS = _load()
+    f = _FUNCS.get(np.dtype(dtype))
+    return 0 if f is None else ctypes.cast(f, ctypes.c_void_p).value
+
+
+def _gemm_call_typing():
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def gemm_call(typingctx, address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        """Inside numba: the row-major cblas ?gemm at `address` (gemm_address), c = alpha * op(a) @ op(b) + beta * c,
+        ta/tb 0 or 1 (transpose), a, b, c raw addresses (array.ctypes.data plus byte offsets)."""
+        ints = (address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+        if not all(isinstance(t, types.Integer) for t in ints) or alpha != beta or \
+                alpha not in (types.float32, types.float64):
+            return None
+        sig = types.void(address, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+        def codegen(context, builder, sig, args):
+            i32, i64, vp = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
+            real = context.get_value_type(sig.args[6])
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, real, vp, i64, vp, i64, real, vp,
+                                                   i64])
+            i = [builder.sext(v, i64) if isinstance(v.type, ir.IntType) and v.type.width < 64 else v for v in args]
+            trans = [builder.select(builder.icmp_signed("!=", i[q], ir.Constant(i64, 0)), ir.Constant(i32, _TRANS),
+                                    ir.Constant(i32, _NO_TRANS)) for q in (1, 2)]
+            f = builder.inttoptr(i[0], fnty.as_pointer())
+            builder.call(f, [ir.Constant(i32, _ROW_MAJOR), trans[0], trans[1], i[3], i[4], i[5], args[6],
+                             builder.inttoptr(i[7], vp), i[8], builder.inttoptr(i[9], vp), i[10], args[11],
+                             builder.inttoptr(i[12], vp), i[13]])
+            return context.get_dummy_value()
+        return sig, codegen
+    return gemm_call
+
+
+gemm_call = _gemm_call_typing()

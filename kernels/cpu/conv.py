@@ -23,15 +23,19 @@ def _tap_range(off, s, size, O):
 
 @numba.njit(cache=True)
 def col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, out):
-    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that `columns` read from there.
-    Flat offsets into both arrays, as unsigned integers: numba then checks no negative index, and creates no
-    array view per output row (slices of these short rows cost more than the adds: 1.5-1.9x slower, from
-    [144, 64, 8, 8] to [576, 32, 56, 56] columns)."""
+    """The adjoint of im2col: out[n, c, h, w] = sum of the cols entries that `columns` read from there."""
     N, C, H, W = out.shape
-    OH, OW = cols.shape[2], cols.shape[3]
-    o = out.reshape(-1)
-    src = cols.reshape(-1)
-    o[:] = 0
+    col2im_images(cols.reshape(-1), cols.shape[2], cols.shape[3], kh, kw, sh, sw, ph, pw, dh, dw, out.reshape(-1),
+                  C, H, W, 0, N)
+
+
+@numba.njit(cache=True)
+def col2im_images(src, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, o, C, H, W, n0, nb):
+    """col2im of the columns `src` (C*kh*kw, nb, OH, OW), flat, into images n0 .. n0+nb of the flat (N, C, H, W)
+    `o` (set, not added to). Flat offsets into both arrays, as unsigned integers: numba then checks no negative
+    index, and creates no array view per output row (slices of these short rows cost more than the adds: 1.5-1.9x
+    slower, from [144, 64, 8, 8] to [576, 32, 56, 56] columns)."""
+    o[n0 * C * H * W:(n0 + nb) * C * H * W] = 0
     for c in range(C):
         for i in range(kh):
             hlo, hhi = _tap_range(i * dh - ph, sh, H, OH)
@@ -39,8 +43,8 @@ def col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, out):
                 row = (c * kh + i) * kw + j
                 off = j * dw - pw
                 lo, hi = _tap_range(off, sw, W, OW)
-                for n in range(N):
-                    sbase = (row * N + n) * OH * OW + lo
+                for n in range(n0, n0 + nb):
+                    sbase = (row * nb + n - n0) * OH * OW + lo
                     dbase = (n * C + c) * H * W + lo * sw + off
                     for oh in range(hlo, hhi):
                         s0 = sbase + oh * OW
@@ -55,16 +59,25 @@ def conv_out_size(size, k, s, p, d):
 
 @numba.njit(cache=True)
 def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, cols):
-    """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 in the padding:
-    each output row is a run of zeros, a (strided) copy of one input row, zeros. Flat unsigned offsets as in
-    col2im. 1.4-1.8x faster than numpy's strided copy out of a padded copy of x, which it replaced (minimum of
-    30 calls, one thread, on an AMD EPYC (LLVM host znver3, AVX2) shared and under load: [144, 64, 16, 16] columns
-    1.38 -> 0.89 ms, [288, 64, 8, 8] 1.26 -> 0.69, [576, 64, 4, 4] 1.15 -> 0.70, stride 2 [144, 64, 8, 8] 0.57 ->
-    0.35-0.45)."""
+    """cols[(c*kh + i)*kw + j, n, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw], 0 in the padding."""
     N, C, H, W = x.shape
-    OH, OW = cols.shape[2], cols.shape[3]
-    src = x.reshape(-1)
-    o = cols.reshape(-1)
+    im2col_images(x.reshape(-1), C, H, W, 0, N, kh, kw, sh, sw, ph, pw, dh, dw, cols.reshape(-1), cols.shape[2],
+                  cols.shape[3])
+
+
+@numba.njit(cache=True)
+def im2col_images(src, C, H, W, n0, nb, kh, kw, sh, sw, ph, pw, dh, dw, o, OH, OW):
+    """im2col of images n0 .. n0+nb of the flat (N, C, H, W) `src` into the flat (C*kh*kw, nb, OH, OW) `o`:
+    each output row is a run of zeros, a (strided) copy of one input row, zeros. Flat unsigned offsets as in
+    col2im_images. 1.4-1.8x faster than numpy's strided copy out of a padded copy of x, which it replaced (minimum
+    of 30 calls, one thread, on an AMD EPYC (LLVM host znver3, AVX2) shared and under load: [144, 64, 16, 16]
+    columns 1.38 -> 0.89 ms, [288, 64, 8, 8] 1.26 -> 0.69, [576, 64, 4, 4] 1.15 -> 0.70, stride 2 [144, 64, 8, 8]
+    0.57 -> 0.35-0.45).
+    Stride 1 with OW == W (a 'same' convolution's rows): one shifted copy of the tap's whole plane (OH*OW entries,
+    a vector loop; rows of OW = 16 are too short for LLVM's), then zeros over the taps that wrapped into a
+    neighbouring row: [144, 64, 16, 16] 0.97 -> 0.44 ms, [288, 64, 8, 8] 0.70 -> 0.40, [576, 64, 4, 4] 0.67 -> 0.48
+    (minimum of 25, same machine; in the traced step, where the columns go to memory, 0.9 -> 0.8)."""
+    plane = sh == 1 and sw == 1 and OW == W
     for c in range(C):
         for i in range(kh):
             hlo, hhi = _tap_range(i * dh - ph, sh, H, OH)
@@ -72,9 +85,26 @@ def im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, cols):
                 row = (c * kh + i) * kw + j
                 off = j * dw - pw
                 lo, hi = _tap_range(off, sw, W, OW)
-                for n in range(N):
-                    dbase = (row * N + n) * OH * OW
+                for n in range(n0, n0 + nb):
+                    dbase = (row * nb + n - n0) * OH * OW
                     sbase = (n * C + c) * H * W + off
+                    if plane:
+                        a, b = hlo * OW + lo, (hhi - 1) * OW + hi
+                        if hhi <= hlo or hi <= lo:
+                            a = b = 0
+                        for t in range(a):
+                            o[np.uint64(dbase + t)] = 0
+                        s0 = sbase + (i * dh - ph) * W
+                        for t in range(a, b):
+                            o[np.uint64(dbase + t)] = src[np.uint64(s0 + t)]
+                        for t in range(b, OH * OW):
+                            o[np.uint64(dbase + t)] = 0
+                        for oh in range(hlo, hhi):        # the taps that wrapped into a neighbouring row
+                            for t in range(lo):
+                                o[np.uint64(dbase + oh * OW + t)] = 0
+                            for t in range(hi, OW):
+                                o[np.uint64(dbase + oh * OW + t)] = 0
+                        continue
                     for oh in range(OH):
                         d0 = dbase + oh * OW
                         if oh < hlo or oh >= hhi:
@@ -124,10 +154,52 @@ def conv2d_forward(x, w, stride, padding, dilation, groups, bias=None):
     return forward_from_columns(input_columns(x, w.shape[2], w.shape[3], stride, padding, dilation), w, groups, bias)
 
 
+# Per-image products (kernels/cpu/convgemm.py) from this many output positions per image (OH*OW) up; 0 takes them
+# for every shape (tests), None for none. Measured in the ResNet bench's traced step (batch 64, one thread, AMD EPYC
+# znver3, medians of 15 interleaved runs): the input gradient, per image, 16->16 3x3 at 16x16 2.65 -> 1.81 ms,
+# 32->32 at 8x8 1.84 -> 1.48, strided 16->32 1.06 -> 0.96 (its columns stay in the cache for col2im, and g is not
+# transposed); the weight gradient 32->32 at 8x8 1.23 -> 1.47 (worse: 64-position products), 3->16 at 16x16
+# 0.57 -> 0.51; the forward 3->16 at 16x16 0.43 -> 0.37, 16->16 and the 8x8 layers within noise.
+CHUNKED_FORWARD = 256
+CHUNKED_INPUT_GRAD = 64
+CHUNKED_WEIGHT_GRAD = 256
+
+
+def _blas(dtype):
+    """(gemm address, 1, 0): the first arguments of convgemm's kernels."""
+    from .blas import gemm_address
+    dt = np.dtype(dtype)
+    return gemm_address(dt), dt.type(1), dt.type(0)
+
+
+def _chunked(limit, positions, *arrays):
+    """_blas's arguments when `positions` reach `limit`, the arrays share a float32/64 dtype numpy's OpenBLAS has
+    a gemm for, and OpenBLAS runs one thread; else None. With more threads OpenBLAS splits each small per-image
+    product across them, and the batch's one product is the one that parallelizes (two threads on the shared
+    2-core machine, the ResNet step's input gradients: 17.6 ms batched, 52 ms per image)."""
+    from .blas import blas_threads, gemm_address
+    dt = arrays[0].dtype
+    if limit is None or positions < limit or dt not in (np.float32, np.float64) or \
+            any(a.dtype != dt for a in arrays) or not gemm_address(dt) or blas_threads() != 1:
+        return None
+    return _blas(dt)
+
+
+def _bias_arg(bias, dtype):
+    return np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
+
+
 def forward_from_columns(cols, w, groups, bias=None):
     """The convolution's output (N, O, OH, OW) from the input's `columns`."""
     O, Cg, kh, kw = w.shape
     N, OH, OW = cols.shape[1:]
+    blas = _chunked(CHUNKED_FORWARD, OH * OW, cols, w)
+    if blas is not None:
+        from .convgemm import forward_images
+        out = np.empty((N, O, OH, OW), cols.dtype)
+        forward_images(*blas, np.ascontiguousarray(cols), np.ascontiguousarray(w).reshape(O, -1), groups,
+                       _bias_arg(bias, cols.dtype), out)
+        return out
     cols = cols.reshape(groups, Cg * kh * kw, N * OH * OW)
     prod = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)         # (g, Og, N*OH*OW)
     if bias is None:
@@ -146,6 +218,13 @@ def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
     N, C, H, W = input_shape
     O, Cg, kh, kw = w.shape
     OH, OW = g.shape[2], g.shape[3]
+    blas = _chunked(CHUNKED_INPUT_GRAD, OH * OW, g, w)
+    if blas is not None:
+        from .convgemm import input_grad_images
+        out = np.empty(input_shape, g.dtype)
+        input_grad_images(*blas, np.ascontiguousarray(g), np.ascontiguousarray(w).reshape(O, -1), groups, kh, kw,
+                          stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out)
+        return out
     wt = w.reshape(groups, O // groups, Cg * kh * kw).transpose(0, 2, 1)         # (g, K, Og)
     cols = np.matmul(wt, _grouped_grad(g, groups)).reshape(C * kh * kw, N, OH, OW)
     out = np.empty(input_shape, np.result_type(g.dtype, w.dtype))
@@ -172,6 +251,13 @@ def weight_grad_from_columns(cols, g, weight_shape, groups):
     O, Cg, kh, kw = weight_shape
     N, OH, OW = cols.shape[1:]
     K, M = Cg * kh * kw, N * OH * OW
+    blas = _chunked(CHUNKED_WEIGHT_GRAD, OH * OW, cols, g)
+    if blas is not None:
+        from .convgemm import weight_grad_images
+        kmajor = K >= O // groups
+        out = np.empty((groups, K, O // groups) if kmajor else (groups, O // groups, K), cols.dtype)
+        weight_grad_images(*blas, np.ascontiguousarray(cols), np.ascontiguousarray(g), groups, kmajor, out)
+        return np.ascontiguousarray(out.transpose(0, 2, 1) if kmajor else out).reshape(weight_shape)
     cols = cols.reshape(groups, K, M)
     gg = _grouped_grad(g, groups)                                                # (g, Og, M)
     a, b = (cols, gg) if K >= O // groups else (gg, cols)

@@ -32,3 +32,31 @@ def test_gemm_acc_refuses_what_it_cannot_do_in_place():
     i = np.ones((8, 8), np.int64)
     assert not gemm_acc(i, i, i.copy(), 1.0, 1.0)                # not float
     np.testing.assert_array_equal(w, keep)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm_call_from_numba_on_blocks_of_bigger_arrays(dtype, ta, tb):
+    """gemm_call (cblas ?gemm from compiled code, by address): operands and result are blocks at an offset inside
+    bigger row-major arrays (leading dimensions larger than the block), as convgemm's kernels pass them."""
+    import numba
+    from tracejit.kernels.cpu.blas import gemm_address, gemm_call
+
+    @numba.njit
+    def call(fp, ta, tb, m, n, k, alpha, a, oa, lda, b, ob, ldb, beta, c, oc, ldc):
+        z = a.itemsize
+        gemm_call(fp, ta, tb, m, n, k, alpha, np.int64(a.ctypes.data) + oa * z, lda, np.int64(b.ctypes.data) + ob * z,
+                  ldb, beta, np.int64(c.ctypes.data) + oc * z, ldc)
+
+    rng = np.random.default_rng(2)
+    m, n, k = 7, 5, 6
+    A = rng.standard_normal((12, 11)).astype(dtype)
+    B = rng.standard_normal((10, 13)).astype(dtype)
+    C = rng.standard_normal((9, 8)).astype(dtype)
+    a = A[1:1 + k, 2:2 + m].T if ta else A[1:1 + m, 2:2 + k]
+    b = B[3:3 + n, 1:1 + k].T if tb else B[3:3 + k, 1:1 + n]
+    want = C.astype(np.float64)
+    want[2:2 + m, 1:1 + n] = 1.5 * (a.astype(np.float64) @ b) - 0.5 * C[2:2 + m, 1:1 + n]
+    call(gemm_address(dtype), ta, tb, m, n, k, dtype(1.5), A, 1 * 11 + 2, 11, B, 3 * 13 + 1, 13, dtype(-0.5), C,
+         2 * 8 + 1, 8)
+    np.testing.assert_allclose(C, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)

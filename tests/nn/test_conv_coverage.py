@@ -49,15 +49,32 @@ def _arrays(xs, ws, bias, dtype=np.float32, bias_size=None):
     return out
 
 
+@pytest.fixture(params=["batch", "per-image"])
+def products(request, monkeypatch):
+    """Every convolution product as one product over the batch, or (kernels/cpu/convgemm.py) one per image, each
+    path taken for every shape (the chosen path depends on the image size otherwise)."""
+    from tracejit.kernels.cpu import conv
+    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
+    limit = 0 if request.param == "per-image" else None
+    for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
+        monkeypatch.setattr(conv, name, limit)
+    threads = blas_threads()
+    blas_threads(1)                 # the per-image products are taken with one OpenBLAS thread only
+    a = np.zeros(1, np.float32)
+    assert (conv._chunked(limit, 1, a, a) is not None) == (limit == 0 and bool(gemm_address(np.float32)))
+    yield request.param
+    blas_threads(threads)
+
+
 @pytest.mark.filterwarnings("ignore::UserWarning")      # torch's note on 'same' padding with an even kernel
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("xs,ws,kw", CONV2D)
-def test_conv2d_against_torch(xs, ws, kw, bias):
+def test_conv2d_against_torch(xs, ws, kw, bias, products):
     _agree(lambda L, *t: L.nn.functional.conv2d(*t, **kw), _arrays(xs, ws, bias))
 
 
-@pytest.mark.parametrize("xs,ws,kw", [CONV2D[i] for i in (1, 4, 8)])
-def test_conv2d_gradcheck_float64(xs, ws, kw):
+@pytest.mark.parametrize("xs,ws,kw", [CONV2D[i] for i in (1, 4, 7, 8)])
+def test_conv2d_gradcheck_float64(xs, ws, kw, products):
     ts = [tj.tensor(a, requires_grad=True) for a in _arrays(xs, ws, True, np.float64)]
     assert gradcheck(lambda *t: F.conv2d(*t, **kw), ts)
 
@@ -90,13 +107,13 @@ CONVT2D = [
 
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("xs,ws,kw", CONVT2D)
-def test_conv_transpose2d_against_torch(xs, ws, kw, bias):
+def test_conv_transpose2d_against_torch(xs, ws, kw, bias, products):
     arrays = _arrays(xs, ws, bias, bias_size=ws[1] * kw.get("groups", 1))
     _agree(lambda L, *t: L.nn.functional.conv_transpose2d(*t, **kw), arrays)
 
 
 @pytest.mark.parametrize("xs,ws,kw", [CONVT2D[i] for i in (1, 2, 3)])
-def test_conv_transpose2d_gradcheck_float64(xs, ws, kw):
+def test_conv_transpose2d_gradcheck_float64(xs, ws, kw, products):
     arrays = _arrays(xs, ws, True, np.float64, bias_size=ws[1] * kw.get("groups", 1))
     ts = [tj.tensor(a, requires_grad=True) for a in arrays]
     assert gradcheck(lambda *t: F.conv_transpose2d(*t, **kw), ts)

@@ -105,10 +105,16 @@ def test_max_pool2d_2x2_fast_path_matches_general_kernel(shape, dtype):
                                                       (40, 2, 32, 16, 1, True),     # 32 x 18, g as rows
                                                       (20, 4, 6, 16, 2, True),      # two groups of 3 x 18
                                                       (3, 16, 8, 5, 1, False)])     # 8 x 144, columns as rows
-def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked):
-    """The weight gradient's product runs in the orientation and chunks that OpenBLAS is fastest for; every
-    form gives the float64 reference (the chunked cases have N*H*W > WGRAD_CHUNK positions)."""
+@pytest.mark.parametrize("per_image", [False, True])
+def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked, per_image, monkeypatch,
+                                                     one_blas_thread):
+    """The weight gradient's product runs in the orientation and chunks that OpenBLAS is fastest for, over the
+    batch or one image at a time (convgemm); every form gives the float64 reference (the chunked cases have
+    N*H*W > WGRAD_CHUNK positions)."""
+    from tracejit.kernels.cpu import conv
     from tracejit.kernels.cpu.conv import WGRAD_CHUNK, columns, weight_grad_from_columns
+    monkeypatch.setattr(conv, "CHUNKED_WEIGHT_GRAD", 0 if per_image else None)
+    one_blas_thread()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N, C, H, H)).astype(np.float32)
     g = rng.standard_normal((N, O, H, H)).astype(np.float32)
@@ -125,6 +131,73 @@ def test_weight_grad_from_columns_every_product_form(N, C, O, H, groups, chunked
     assert got.shape == ws and got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     assert (N * H * H > WGRAD_CHUNK and (C // groups) * 9 * (O // groups) <= 1024) == chunked
+
+
+@pytest.mark.parametrize("H,W,k,pad,dil", [(6, 7, (3, 3), (1, 1), (1, 1)),      # 'same': one shifted copy per tap
+                                           (5, 9, (3, 5), (2, 4), (2, 2)),
+                                           (4, 6, (1, 5), (0, 2), (1, 1)),
+                                           (1, 1, (3, 3), (1, 1), (1, 1)),      # taps wholly in the padding
+                                           (2, 5, (5, 3), (2, 1), (1, 1)),
+                                           (5, 6, (3, 3), (3, 0), (1, 2))])     # not 'same': row by row
+@pytest.mark.parametrize("stride", [(1, 1), (2, 1)])
+def test_columns_against_a_padded_copy(H, W, k, pad, dil, stride):
+    """im2col (`columns`) equals the columns read from a zero-padded copy of x, for stride-1 'same' rows (copied as
+    one shifted plane, the taps that wrapped into the next row zeroed) and every other geometry."""
+    from tracejit.kernels.cpu.conv import columns, conv_out_size
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 2, H, W)).astype(np.float32)
+    OH, OW = (conv_out_size(n, kk, s, p, d) for n, kk, s, p, d in zip((H, W), k, stride, pad, dil))
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    want = np.empty((2, k[0], k[1], 3, OH, OW), np.float32)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            r0, c0 = i * dil[0], j * dil[1]
+            tap = xp[:, :, r0:r0 + (OH - 1) * stride[0] + 1:stride[0], c0:c0 + (OW - 1) * stride[1] + 1:stride[1]]
+            want[:, i, j] = tap.transpose(1, 0, 2, 3)
+    got = columns(x, k[0], k[1], stride, pad, dil, OH, OW)
+    np.testing.assert_array_equal(got, want.reshape(got.shape))
+
+
+@pytest.fixture
+def one_blas_thread():
+    """Runs the test with one OpenBLAS thread (convgemm's per-image products are taken only then)."""
+    from tracejit.kernels.cpu.blas import blas_threads
+    threads = blas_threads()
+    yield lambda: blas_threads(1)
+    blas_threads(threads)
+
+
+@pytest.mark.parametrize("per_image", [False, True])
+def test_conv_of_an_empty_batch(per_image, monkeypatch, one_blas_thread):
+    """No images: an empty output and input gradient, a zero weight gradient, on both product paths."""
+    from tracejit.kernels.cpu import conv
+    for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
+        monkeypatch.setattr(conv, name, 0 if per_image else None)
+    one_blas_thread()
+    x = tj.tensor(np.ones((0, 2, 5, 5), np.float32), requires_grad=True)
+    w = tj.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    y.sum().backward()
+    assert tuple(y.shape) == (0, 3, 5, 5) and tuple(x.grad.shape) == (0, 2, 5, 5)
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((3, 2, 3, 3), np.float32))
+
+
+def test_per_image_products_taken_for_the_resnet_bench_layer(one_blas_thread):
+    """The default limits send the ResNet bench's 16x16 layers (float32 and float64) to convgemm's per-image
+    products with one OpenBLAS thread; never other dtypes, nor with two threads."""
+    from tracejit.kernels.cpu import conv
+    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
+    if not gemm_address(np.float32):
+        pytest.skip("numpy's OpenBLAS cblas not found")
+    one_blas_thread()
+    for dt in (np.float32, np.float64):
+        a = np.zeros(1, dt)
+        for limit in (conv.CHUNKED_FORWARD, conv.CHUNKED_INPUT_GRAD, conv.CHUNKED_WEIGHT_GRAD):
+            assert conv._chunked(limit, 16 * 16, a, a) is not None
+    assert conv._chunked(0, 256, np.zeros(1, np.float16), np.zeros(1, np.float16)) is None
+    assert conv._chunked(0, 256, np.zeros(1, np.float32), np.zeros(1)) is None
+    blas_threads(2)
+    assert conv._chunked(0, 256, np.zeros(1, np.float32), np.zeros(1, np.float32)) is None
 
 
 class _SmallCNN(tj.nn.Module):
