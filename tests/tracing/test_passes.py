@@ -158,25 +158,3 @@ def test_simplify_turns_the_gradient_of_a_split_into_one_cat():
         assert ops.count("cat") == cats and ops.count("index_backward") == placed, (fn.__name__, ops)
         _same(g, s, (4, 6, 9))
 
-
-def test_batch_matmuls_turns_an_unrolled_loops_products_into_one_gemm_each():
-    T = 7
-
-    def grads(x, w, u, h0):
-        h = h0
-        for t in range(T):                      # a hand-written RNN: x[t] @ w is independent of the loop
-            h = torch.tanh(x[t] @ w + h @ u)
-        return torch.autograd.grad((h * h).sum(), (w, u, h0))
-    shapes = ((T, 3, 4), (4, 5), (5, 5), (3, 5))
-    args = [torch.randn(*s, dtype=torch.float64, requires_grad=i > 0) for i, s in enumerate(shapes)]
-    g = torch.trace(grads, backend="interpreter").graph(*args).traced
-    b = verify(P.batch_matmuls(g))
-    count = [sum(n.op.name == "matmul" for n in gr.nodes) for gr in (g, b)]
-    # x[t] @ w: T -> 1; w's gradient, sum of x[t].T @ g_t: T -> 1; u's, sum of h_t.T @ g_t: T -> 1 (a cat of
-    # each side); h @ u and g_t @ u.T stay one per step (each needs the step before)
-    assert count == [5 * T, 2 * T + 3], count
-    assert sum(n.op.name == "cat" for n in b.nodes) == 2
-    rng = np.random.default_rng(0)
-    arrays = [rng.standard_normal(s) for s in shapes]
-    for e, o in zip(run(g, arrays), run(b, arrays)):
-        np.testing.assert_allclose(o, e, rtol=1e-12, atol=1e-14)

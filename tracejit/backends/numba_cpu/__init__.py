@@ -3,7 +3,6 @@ import numpy as np
 
 from ... import config
 from ...ir.graph import Value
-from ...passes.batch_matmul import batch_matmuls
 from ...passes.decompose import decompose
 from ...passes.fusion import fusion
 from .. import Backend, compile_bodies
@@ -38,7 +37,7 @@ class NumbaBackend(Backend):
 
         def program(g, donate=None):            # (a loop's body is a program of its own, compiled here too)
             g = compile_bodies(g, program)
-            cgs.append(CompiledGraph(fusion(shared_columns(gemm_updates(batch_matmuls(decompose(g)))), rows=True),
+            cgs.append(CompiledGraph(fusion(shared_columns(gemm_updates(decompose(g))), rows=True),
                                      fastmath=getattr(config, "fastmath", False), donate=donate, warm=False))
             return cgs[-1]
         out = [program(g, d) for g, d in jobs]
