@@ -5,7 +5,8 @@ softmax(q @ k^T * scale + mask) @ v over the last two dims of [..., L, E] querie
 in memory at once when it is large: per block the scores, their softmax and the product with v (forward),
 and the scores again, dV, dP, dS, dQ and the block's share of dK (backward: the probabilities are recomputed
 from q and k, as flash attention does, instead of being kept from the forward). Each block's row of scores
-is complete, so the softmax is exact (no online rescaling needed across key blocks).
+is complete, so the softmax is exact (no online rescaling needed across key blocks). With `is_causal` a block
+of rows reads only the keys its last row sees (half the products of a long sequence).
 
 `is_causal` is PyTorch's: a query i sees the keys j <= i (the top-left triangle, also when L != S). A boolean
 mask says which scores take part, a float mask is added to them. A row that sees no key gives zeros (and
@@ -58,7 +59,9 @@ def _sdpa_np(q, k, v, mask=None, *, is_causal, scale):
     step = _rows_per_block(int(np.prod(lead, dtype=np.int64)), S)
     for r0 in range(0, L, step):
         r1 = min(L, r0 + step)
-        out[..., r0:r1, :] = np.matmul(_probs(_scores(q, k, mask, is_causal, scale, r0, r1)), v)
+        s1 = min(S, r1) if is_causal else S         # causal: rows r0:r1 see no key from r1 on
+        out[..., r0:r1, :] = np.matmul(_probs(_scores(q, k[..., :s1, :], mask, is_causal, scale, r0, r1)),
+                                       v[..., :s1, :])
     return out
 
 
@@ -72,15 +75,17 @@ def _sdpa_backward_np(q, k, v, out, g, mask=None, *, is_causal, scale):
     sc = q.dtype.type(scale)
     for r0 in range(0, L, step):
         r1 = min(L, r0 + step)
-        p = _probs(_scores(q, k, mask, is_causal, scale, r0, r1))
+        s1 = min(S, r1) if is_causal else S         # causal: rows r0:r1 see no key from r1 on
+        kb, vb = k[..., :s1, :], v[..., :s1, :]
+        p = _probs(_scores(q, kb, mask, is_causal, scale, r0, r1))
         gb = g[..., r0:r1, :]
-        dv += np.matmul(np.swapaxes(p, -1, -2), gb)
-        dp = np.matmul(gb, np.swapaxes(v, -1, -2))
+        dv[..., :s1, :] += np.matmul(np.swapaxes(p, -1, -2), gb)
+        dp = np.matmul(gb, np.swapaxes(vb, -1, -2))
         dp -= np.sum(gb * out[..., r0:r1, :], axis=-1, keepdims=True)      # rowsum(P * dP) = rowsum(dO * O)
         ds = p * dp
         ds *= sc
-        dq[..., r0:r1, :] = np.matmul(ds, k)
-        dk += np.matmul(np.swapaxes(ds, -1, -2), q[..., r0:r1, :])
+        dq[..., r0:r1, :] = np.matmul(ds, kb)
+        dk[..., :s1, :] += np.matmul(np.swapaxes(ds, -1, -2), q[..., r0:r1, :])
     return dq, dk, dv       # over the broadcast batch dims: the engine sums them back to each input's shape
 
 
