@@ -148,3 +148,18 @@ def test_in_place_update_of_an_outside_tensor_is_an_error():
     with pytest.raises(RuntimeError, match="updated a tensor from outside it in place"):
         tracejit.scan(lambda h, x: (h + w.mul_(2), x), tracejit.zeros(3), tracejit.ones(4, 3), as_op=True)
     np.testing.assert_array_equal(w.numpy(), np.ones(3))
+
+
+def test_a_module_called_only_inside_the_body_guards_the_program():
+    cell = tracejit.nn.Sequential(tracejit.nn.Linear(3, 3), tracejit.nn.Dropout(0.5))
+
+    def f(h0, xs):
+        return tracejit.scan(lambda h, x: (cell(h + x).tanh(), h), h0, xs)[0]
+    tf = tracejit.trace(f)
+    h0, xs = tracejit.zeros(2, 3), tracejit.ones(5, 2, 3)
+    cell.eval()
+    a = tf(h0, xs)
+    np.testing.assert_allclose(a.detach().numpy(), f(h0, xs).detach().numpy(), rtol=1e-6)
+    cell.train()                # dropout on: the program traced in eval mode must not run again
+    tf(h0, xs)
+    assert len([e for es in tf.cache.values() for e in es]) == 2

@@ -32,6 +32,13 @@ class BodyTrace(TraceContext):
             self._values.append(a._value if a._data is None else None)
         return v
 
+    # what the body reads of Python state guards the enclosing program (a module's training flag, an lr)
+    def note_module(self, m):
+        (self.outer if self.outer is not None else super()).note_module(m)
+
+    def guard_value(self, container, key, value):
+        (self.outer if self.outer is not None else super()).guard_value(container, key, value)
+
     def check_captures(self, what):
         """The captured tensors still stand for what they stood for: the body updated none of them in place."""
         mine = {id(t) for t in self.captures}
