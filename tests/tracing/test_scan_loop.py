@@ -135,7 +135,8 @@ def test_backward_body_is_derived_once_per_body():
     g = f.graph(w, b, h0, xs).entry.fwd
     (node,) = [n for n in g.nodes if n.op.name == "scan"]
     body = node.attrs["body"]
-    assert backward_body(body, 1, 1) is backward_body(body, 1, 1)
+    assert backward_body(body, 1, 1, False) is backward_body(body, 1, 1, False)
+    assert backward_body(body, 1, 1, True) is not backward_body(body, 1, 1, False)
 
 
 def test_in_place_update_of_an_outside_tensor_is_an_error():
@@ -163,3 +164,46 @@ def test_a_module_called_only_inside_the_body_guards_the_program():
     cell.train()                # dropout on: the program traced in eval mode must not run again
     tf(h0, xs)
     assert len([e for es in tf.cache.values() for e in es]) == 2
+
+
+def test_two_carries_two_outputs_no_carry_and_unused_carry_gradients():
+    from tracejit.autograd import gradcheck
+    xs = tracejit.tensor(_rng.standard_normal((4, 3)), requires_grad=True)
+    a0 = tracejit.tensor(_rng.standard_normal(3), requires_grad=True)
+    b0 = tracejit.tensor(_rng.standard_normal(3), requires_grad=True)
+
+    def two(a0, b0, xs):        # pytrees of two carries and two floating outputs, as one op and as the loop
+        def step(c, x):
+            a, b = c
+            return (a * x + b, (b * x).sin()), (a.exp(), b * 3)
+        (a, b), (ya, yb) = tracejit.scan(step, (a0, b0), xs, as_op=True)
+        return a + 2 * b + ya.sum(0) + 5 * yb.sum(0)
+    assert gradcheck(two, (a0, b0, xs))
+
+    def no_carry(xs):           # a map: no carry, one output
+        return tracejit.scan(lambda c, x: (c, x.tanh() * 2), (), xs, as_op=True)[1]
+    assert gradcheck(no_carry, (xs,))
+    # a final carry that does not depend on init: its gradient is zero, as in the Python loop
+    (g_op,) = tracejit.autograd.grad(tracejit.scan(lambda c, x: (x * 2, x), a0, xs, as_op=True)[0].sum(), (a0,),
+                                     allow_unused=True)
+    assert g_op is None or not np.any(g_op.numpy())
+
+
+def test_op_shape_rule_names_the_mismatched_operand():
+    from tracejit.ops.registry import call
+    w, b, h0, xs = _inputs(5)
+    g = tracejit.trace(_rnn_loss, backend="interpreter").graph(w, b, h0, xs).entry.fwd
+    (node,) = [n for n in g.nodes if n.op.name == "scan"]
+    attrs = dict(node.attrs, keep=False)
+    args = [h0, xs, w, b]
+    out = call("scan", *args, **attrs)
+    assert [tuple(o.shape) for o in out] == [(3, 4), (5, 3)]
+    with pytest.raises(RuntimeError, match=r"operand 1 \(xs\) is float64\[6, 3, 4\], the body expects "
+                                           r"float64\[5, 3, 4\]"):
+        call("scan", h0, tracejit.cat([xs, xs[:1]]), w, b, **attrs)
+    with pytest.raises(RuntimeError, match=r"operand 2 \(captured tensor\) is float32"):
+        call("scan", h0, xs, w.float(), b, **attrs)
+    with pytest.raises(RuntimeError, match=r"operand 0 \(init\)"):
+        call("scan", h0[:2], xs, w, b, **attrs)
+    with pytest.raises(RuntimeError, match="the body takes 4 operands, got 3"):
+        call("scan", h0, xs, w, **attrs)

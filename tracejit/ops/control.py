@@ -20,7 +20,7 @@ import numpy as np
 
 from .._state import STATE
 from ..ir.graph import Graph
-from .registry import AVal, apply, defop, OPS
+from .registry import AVal, apply, aval_of, defop, OPS
 
 
 def body_graph(body):
@@ -52,6 +52,7 @@ def _meta(*vals, body, n_carry, n_x, length, reverse, keep):
 
 
 def _impl(*arrays, body, n_carry, n_x, length, reverse, keep):
+    _meta(*map(aval_of, arrays), body=body, n_carry=n_carry, n_x=n_x, length=length, reverse=reverse, keep=keep)
     g = body_graph(body)
     run = _runner(body)
     carry = list(arrays[:n_carry])
@@ -75,7 +76,7 @@ def _floating(vals):
     return [i for i, v in enumerate(vals) if v.dtype.is_floating_point]
 
 
-def backward_body(g, n_carry, n_x, history=False):
+def backward_body(g, n_carry, n_x, history):
     """The body of scan's derivative, from the body `g` (cached on it): inputs (cotangents of the floating
     carries, the captures' gradients so far, then per step the carry the forward step started from, x_t, the
     cotangents of the floating y_t, with `history` those of the floating carries' history, then the captures),
