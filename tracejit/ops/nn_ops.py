@@ -3,12 +3,22 @@ binary cross entropy, a primitive because PyTorch's derivative at the clamped ed
 the derivative of its clamped formula."""
 import numpy as np
 
+from .._state import STATE
 from .registry import AVal, apply, call, defop, norm_dim, OPS
+
+
+_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # Shifted by the row's max as it is (PyTorch): a row holding +inf, or only -inf, gives NaN everywhere (x - max
 # is NaN there). logsumexp instead shifts by 0 when the max is not finite (inf and -inf, as PyTorch).
 def _softmax_np(x, dim):
+    if dim == x.ndim - 1 and x.dtype in _ROW_DTYPES and x.size:     # one pass over the rows (kernels/cpu/norm.py)
+        from tracejit.kernels.cpu.norm import softmax_rows
+        xr = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+        out = np.empty_like(xr)
+        softmax_rows(xr, out)
+        return out.reshape(x.shape)
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf))
         return e / np.sum(e, axis=dim, keepdims=True)
@@ -23,7 +33,20 @@ def _log_softmax_np(x, dim):
 def _softmax_vjp(c, g):
     y = c.out
     d = c.attrs["dim"]
+    if STATE.tracer is None and not STATE.grad_enabled:     # no graph to record: one op (a pass over the rows)
+        return (apply(OPS["softmax_backward"], g, y, dim=d),)
     return (y * (g - (g * y).sum(d, keepdim=True)),)
+
+
+def _softmax_backward_np(g, y, dim):
+    """The VJP's formula on arrays of one dtype (the engine casts gradients to their value's dtype)."""
+    if dim == y.ndim - 1 and y.dtype in _ROW_DTYPES and y.size and g.dtype == y.dtype:
+        from tracejit.kernels.cpu.norm import softmax_rows_backward
+        yr = np.ascontiguousarray(y).reshape(-1, y.shape[-1])
+        out = np.empty_like(yr)
+        softmax_rows_backward(np.ascontiguousarray(np.broadcast_to(g, y.shape)).reshape(yr.shape), yr, out)
+        return out.reshape(y.shape)
+    return y * (g - (g * y).sum(dim, keepdims=True))
 
 
 def _log_softmax_vjp(c, g):
@@ -33,6 +56,7 @@ def _log_softmax_vjp(c, g):
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
 defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"}, row_exp=True)
+defop("softmax_backward", _softmax_backward_np, lambda g, y, dim: AVal(y.shape, y.dtype), None, kind="other")
 defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"},
       row_exp=True)
 
@@ -318,6 +342,83 @@ def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running
     _bn_meta(input, weight, bias, running_mean, running_var, training=training, eps=eps)
     args = (input, weight, bias) if training else (input, weight, bias, running_mean, running_var)
     return apply(OPS["batch_norm"], *args, training=training, eps=eps)
+
+
+# ----------------------------------------------------------------------------- layer_norm (PyTorch's native_layer_norm)
+# Eager layer_norm of a CPU array is this one op: a pass over the rows forward and one backward (kernels/cpu/norm.py)
+# instead of a dozen numpy passes of mean, var and elementwise ops each way. A trace records the composite of
+# nn.functional.layer_norm, whose parts fuse into row kernels with the work around them. Outputs (y, mean, rstd) as
+# PyTorch's, the statistics with the normalized dims (the last k) kept as 1. The VJP is PyTorch's formula in
+# registry ops (create_graph, higher order); without create_graph it is one kernel, layer_norm_backward, which
+# computes the same formula.
+
+def _ln_rows(x, k):
+    return np.ascontiguousarray(x).reshape(-1, int(np.prod(x.shape[x.ndim - k:])))
+
+
+def _ln_affine(p, d, fill, dtype):
+    return np.full(d, fill, dtype) if p is None else p.reshape(d)
+
+
+def _ln_np(x, weight=None, bias=None, *, k, eps):
+    from tracejit.kernels.cpu.norm import layer_norm_rows
+    xr = _ln_rows(x, k)
+    n, d = xr.shape
+    y = np.empty_like(xr)
+    mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
+    layer_norm_rows(xr, _ln_affine(weight, d, 1, x.dtype), _ln_affine(bias, d, 0, x.dtype), eps, y, mean, rstd)
+    stat = x.shape[:x.ndim - k] + (1,) * k
+    return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
+
+
+def _ln_meta(x, weight=None, bias=None, *, k, eps):
+    stat = AVal(tuple(x.shape[:len(x.shape) - k]) + (1,) * k, x.dtype)
+    return AVal(x.shape, x.dtype), stat, stat
+
+
+def _ln_vjp(c, gy, gmean=None, grstd=None):
+    from . import reduction as R
+    x, weight, bias = c.inputs
+    k = c.attrs["k"]
+    _, mean, rstd = c.out
+    gx = gw = gb = None
+    if gy is not None and STATE.tracer is None and not STATE.grad_enabled:  # no graph to record: one kernel
+        gx, gw, gb = apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k)
+    elif gy is not None:
+        dims, lead = tuple(range(x.ndim - k, x.ndim)), tuple(range(x.ndim - k))
+        xhat = (x - mean) * rstd
+        gyw = gy if weight is None else gy * weight
+        gx = (gyw - R.mean(gyw, dims, keepdim=True) - xhat * R.mean(gyw * xhat, dims, keepdim=True)) * rstd
+        gw, gb = (R.sum(gy * xhat, lead), R.sum(gy, lead)) if lead else (gy * xhat, gy)
+    # gradients reaching the statistics (a second derivative: the VJP above reads them as outputs of this node)
+    d = 1.0 / int(np.prod(x.shape[x.ndim - k:]))
+    for extra in (None if gmean is None else gmean * d,
+                  None if grstd is None else grstd * (rstd * rstd * rstd) * (x - mean) * -d):
+        if extra is not None:
+            gx = extra if gx is None else gx + extra
+    return gx, gw if weight is not None else None, gb if bias is not None else None
+
+
+def _ln_backward_np(g, x, mean, rstd, weight=None, *, k):
+    from tracejit.kernels.cpu.norm import layer_norm_rows_backward
+    xr = _ln_rows(x, k)
+    n, d = xr.shape
+    gx, gw, gb = np.empty_like(xr), np.empty(d, x.dtype), np.empty(d, x.dtype)
+    layer_norm_rows_backward(_ln_rows(g.astype(x.dtype, copy=False), k), xr, mean.reshape(n), rstd.reshape(n),
+                             _ln_affine(weight, d, 1, x.dtype), gx, gw, gb)
+    norm = x.shape[x.ndim - k:]
+    return gx.reshape(x.shape), gw.reshape(norm), gb.reshape(norm)
+
+
+def _ln_backward_meta(g, x, mean, rstd, weight=None, *, k):
+    norm = AVal(tuple(x.shape[len(x.shape) - k:]), x.dtype)
+    return AVal(x.shape, x.dtype), norm, norm
+
+
+# saved_outputs: the statistics, not y (an in-place op on it is no error); the bias is saved but never read
+defop("layer_norm", _ln_np, _ln_meta, _ln_vjp, nout=3, saves="io", kind="other", grad_name="NativeLayerNormBackward0",
+      saved_outputs=(1, 2), reads=lambda i, args: i < 2)
+defop("layer_norm_backward", _ln_backward_np, _ln_backward_meta, None, nout=3, kind="other")
 
 
 # ----------------------------------------------------------------------------- class-value checks
