@@ -1,11 +1,11 @@
-"""Normalizations of the rows of a [N, D] array, each a pass over the rows: layer normalization (forward and
-backward) and softmax, what eager layer_norm and softmax run (ops/nn_ops.py). Row statistics and sums are
-accumulated in float64."""
+"""Normalizations of the rows of a [N, D] array, each a pass over the rows: layer normalization, softmax and
+log_softmax, forward and backward, what eager layer_norm, softmax and log_softmax run (ops/nn_ops.py). Row
+statistics and sums are accumulated in float64."""
 import numpy as np
 from numba import njit
 
 from .rows import rmax, rsum, rsumsq
-from .vmath import vexp
+from .vmath import vexp, vlog
 
 
 @njit(nogil=True, cache=True)
@@ -79,3 +79,32 @@ def softmax_rows_backward(g, y, out):
             s += np.float64(g[i, j]) * y[i, j]
         for j in range(d):
             out[i, j] = y[i, j] * (g[i, j] - s)
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc"})
+def log_softmax_rows(x, out):
+    """out = (x - row max) - log(row sum of exp(x - row max)), row by row (NaN rows as softmax_rows)."""
+    n, d = x.shape
+    for i in range(n):
+        row, o = x[i], out[i]
+        m = rmax(row, d)
+        for j in range(d):
+            o[j] = row[j] - m
+        s = 0.0
+        for j in range(d):
+            s += vexp(o[j])
+        lse = vlog(s)
+        for j in range(d):
+            o[j] = o[j] - lse
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc"})
+def log_softmax_rows_backward(g, y, out):
+    """The gradient of log_softmax_rows given its output y: out = g - exp(y) * the row sum of g."""
+    n, d = y.shape
+    for i in range(n):
+        s = 0.0
+        for j in range(d):
+            s += g[i, j]
+        for j in range(d):
+            out[i, j] = g[i, j] - vexp(y[i, j]) * s

@@ -235,14 +235,16 @@ def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 def _addmm_np(input, mat1, mat2, *, beta=1, alpha=1):
-    av = [AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)]
-    _addmm_meta(*av)
+    if not (mat1.ndim == mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0] and input.dtype == mat1.dtype == mat2.dtype
+            and input.shape in (mat2.shape[1:], (mat1.shape[0], mat2.shape[1]))):  # (a Linear's need no shape rule)
+        _addmm_meta(*[AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)])
     r = np.matmul(mat1, mat2)
     if alpha != 1:
         r = (r * alpha).astype(r.dtype, copy=False)
     if beta == 0:           # input's values are ignored (nan and inf too), as in PyTorch
         return r
-    return r + (input if beta == 1 else (input * beta).astype(input.dtype, copy=False))
+    # into the product's fresh array (the shape rule checked that input expands to it): no second output to fault in
+    return np.add(r, input if beta == 1 else (input * beta).astype(input.dtype, copy=False), out=r)
 
 
 def _addmm_vjp(c, g):

@@ -12,51 +12,75 @@ _ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Shifted by the row's max as it is (PyTorch): a row holding +inf, or only -inf, gives NaN everywhere (x - max
 # is NaN there). logsumexp instead shifts by 0 when the max is not finite (inf and -inf, as PyTorch).
+def _by_rows(kernel, x, *more):
+    """kernel(x, *more, out) on [N, D] rows of the last dim (C-ordered copies where needed); out in x's shape."""
+    xr = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    out = np.empty_like(xr)
+    kernel(*[np.ascontiguousarray(np.broadcast_to(a, x.shape)).reshape(xr.shape) for a in more], xr, out) \
+        if more else kernel(xr, out)
+    return out.reshape(x.shape)
+
+
+def _rows_apply(x, dim, *more):
+    """Whether the row kernels (kernels/cpu/norm.py) take this call: the last dim of a non-empty float32/64 array,
+    the other operands (gradients) of its dtype."""
+    return dim == x.ndim - 1 and x.dtype in _ROW_DTYPES and x.size and all(a.dtype == x.dtype for a in more)
+
+
 def _softmax_np(x, dim):
-    if dim == x.ndim - 1 and x.dtype in _ROW_DTYPES and x.size:     # one pass over the rows (kernels/cpu/norm.py)
+    if _rows_apply(x, dim):
         from tracejit.kernels.cpu.norm import softmax_rows
-        xr = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
-        out = np.empty_like(xr)
-        softmax_rows(xr, out)
-        return out.reshape(x.shape)
+        return _by_rows(softmax_rows, x)
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf))
         return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax_np(x, dim):
+    if _rows_apply(x, dim):
+        from tracejit.kernels.cpu.norm import log_softmax_rows
+        return _by_rows(log_softmax_rows, x)
     with np.errstate(invalid="ignore"):
         s = x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
         return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
+# Without create_graph (eagerly, no graph of the gradient to record) each VJP is one op, a pass over the rows; with
+# it, and traced, the formula in registry ops.
 def _softmax_vjp(c, g):
     y = c.out
     d = c.attrs["dim"]
-    if STATE.tracer is None and not STATE.grad_enabled:     # no graph to record: one op (a pass over the rows)
+    if STATE.tracer is None and not STATE.grad_enabled:
         return (apply(OPS["softmax_backward"], g, y, dim=d),)
     return (y * (g - (g * y).sum(d, keepdim=True)),)
 
 
+def _log_softmax_vjp(c, g):
+    d = c.attrs["dim"]
+    if STATE.tracer is None and not STATE.grad_enabled:
+        return (apply(OPS["log_softmax_backward"], g, c.out, dim=d),)
+    return (g - c.out.exp() * g.sum(d, keepdim=True),)
+
+
 def _softmax_backward_np(g, y, dim):
     """The VJP's formula on arrays of one dtype (the engine casts gradients to their value's dtype)."""
-    if dim == y.ndim - 1 and y.dtype in _ROW_DTYPES and y.size and g.dtype == y.dtype:
+    if _rows_apply(y, dim, g):
         from tracejit.kernels.cpu.norm import softmax_rows_backward
-        yr = np.ascontiguousarray(y).reshape(-1, y.shape[-1])
-        out = np.empty_like(yr)
-        softmax_rows_backward(np.ascontiguousarray(np.broadcast_to(g, y.shape)).reshape(yr.shape), yr, out)
-        return out.reshape(y.shape)
+        return _by_rows(softmax_rows_backward, y, g)
     return y * (g - (g * y).sum(dim, keepdims=True))
 
 
-def _log_softmax_vjp(c, g):
-    d = c.attrs["dim"]
-    return (g - c.out.exp() * g.sum(d, keepdim=True),)
+def _log_softmax_backward_np(g, y, dim):
+    if _rows_apply(y, dim, g):
+        from tracejit.kernels.cpu.norm import log_softmax_rows_backward
+        return _by_rows(log_softmax_rows_backward, y, g)
+    return g - np.exp(y) * g.sum(dim, keepdims=True)
 
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
 defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"}, row_exp=True)
 defop("softmax_backward", _softmax_backward_np, lambda g, y, dim: AVal(y.shape, y.dtype), None, kind="other")
+defop("log_softmax_backward", _log_softmax_backward_np, lambda g, y, dim: AVal(y.shape, y.dtype), None, kind="other")
 defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"},
       row_exp=True)
 

@@ -81,6 +81,11 @@ def _viewable(arr, shape):
     return True
 
 
+def _inverse(dims):
+    """The permutation that undoes `dims` (np.argsort's, in Python ints: no array round trip per backward)."""
+    return tuple(sorted(range(len(dims)), key=dims.__getitem__))
+
+
 def _always(attrs, out):
     return True
 
@@ -91,7 +96,7 @@ defop("reshape", _reshape_np, lambda x, shape: AVal(shape, x.dtype),
 defop("view", _view_np, lambda x, shape: AVal(shape, x.dtype), lambda c, g: (reshape(g, c.shapes[0]),),
       kind="shape", saves="", view=True, noop=_always, reshapes=True)
 defop("permute", lambda x, dims: np.transpose(x, dims), lambda x, dims: AVal([x.shape[d] for d in dims], x.dtype),
-      lambda c, g: (permute(g, tuple(np.argsort(c.attrs["dims"]))),), kind="shape", saves="", view=True,
+      lambda c, g: (permute(g, _inverse(c.attrs["dims"])),), kind="shape", saves="", view=True,
       noop=lambda attrs, out: tuple(attrs["dims"]) == tuple(range(out.ndim)))
 def _expand_np(x, shape):
     """np.broadcast_to(x, shape): a read-only view with stride 0 on broadcast dims. Built here for a contiguous
