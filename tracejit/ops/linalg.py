@@ -4,6 +4,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .registry import AVal, apply, broadcast_shapes, defop, OPS
+from .shape_ops import transpose
 
 
 def _matmul_meta(a, b):
@@ -31,7 +32,6 @@ def _matmul_np(a, b):
 
 
 def _mT(x):
-    from .shape_ops import transpose
     return transpose(x, -1, -2)
 
 

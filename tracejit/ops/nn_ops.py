@@ -1,6 +1,8 @@
-"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets), and the
-binary cross entropy, a primitive because PyTorch's derivative at the clamped edges (x = 0 or 1) is not
-the derivative of its clamped formula."""
+"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets), the
+normalizations (batch_norm; layer_norm, eager), nll_loss, and the binary cross entropy, a primitive because
+PyTorch's derivative at the clamped edges (x = 0 or 1) is not the derivative of its clamped formula."""
+import math
+
 import numpy as np
 
 from .._state import STATE
@@ -377,7 +379,7 @@ def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running
 # computes the same formula.
 
 def _ln_rows(x, k):
-    return np.ascontiguousarray(x).reshape(-1, int(np.prod(x.shape[x.ndim - k:])))
+    return np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[x.ndim - k:]))
 
 
 def _ln_affine(p, d, fill, dtype):
@@ -415,7 +417,7 @@ def _ln_vjp(c, gy, gmean=None, grstd=None):
         gx = (gyw - R.mean(gyw, dims, keepdim=True) - xhat * R.mean(gyw * xhat, dims, keepdim=True)) * rstd
         gw, gb = (R.sum(gy * xhat, lead), R.sum(gy, lead)) if lead else (gy * xhat, gy)
     # gradients reaching the statistics (a second derivative: the VJP above reads them as outputs of this node)
-    d = 1.0 / int(np.prod(x.shape[x.ndim - k:]))
+    d = 1.0 / math.prod(x.shape[x.ndim - k:])
     for extra in (None if gmean is None else gmean * d,
                   None if grstd is None else grstd * (rstd * rstd * rstd) * (x - mean) * -d):
         if extra is not None:

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .._dtype import dtype as _dtype_cls
+from ..autograd.graph import node_class
 from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
 
 
@@ -216,8 +218,9 @@ def _shape_of(t):
 
 
 def reshape(input, *shape):
-    shape = _infer_shape(_shape_arg(shape), input.numel())
-    if shape == tuple(input.shape):
+    have = _shape_of(input)
+    shape = _infer_shape(_shape_arg(shape), _numel(have))
+    if shape == have:
         return input if input._data is None else apply(OPS["view"], input, shape=shape)
     if _viewable_t(input, shape):  # like PyTorch: a view when it can be (also while tracing: the same aliasing)
         return apply(OPS["view"], input, shape=shape)
@@ -225,10 +228,9 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    from .._dtype import dtype
-    if len(shape) == 1 and isinstance(shape[0], dtype):
+    if len(shape) == 1 and isinstance(shape[0], _dtype_cls):
         raise NotImplementedError("view(dtype) reinterpretation is not supported by tracejit")
-    shape = _infer_shape(_shape_arg(shape), input.numel())
+    shape = _infer_shape(_shape_arg(shape), _numel(_shape_of(input)))
     if not _viewable_t(input, shape):
         raise _view_error()
     return apply(OPS["view"], input, shape=shape)
@@ -258,7 +260,6 @@ def _node_named(out, input, name):
     a reshape, here: the same computation, PyTorch's name)."""
     fn = out.grad_fn
     if fn is not None and out is not input and fn is not input.grad_fn:
-        from ..autograd.graph import node_class
         fn.__class__ = node_class(name)
     return out
 
