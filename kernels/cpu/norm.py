@@ -57,16 +57,17 @@ def softmax_rows(x, out):
     """out = exp(x - row max) / row sum, row by row, the shift and exp in the arrays' dtype (a row holding +inf or
     NaN, or only -inf, gives NaN, as PyTorch)."""
     n, d = x.shape
+    t = np.empty(2, x.dtype)    # the row's max and 1 / sum in the arrays' dtype (rmax and rsum give float64)
     for i in range(n):
         row, o = x[i], out[i]
-        m = rmax(row, d)
+        t[0] = rmax(row, d)
+        m = t[0]
         for j in range(d):
-            o[j] = row[j] - m
+            o[j] = vexp(row[j] - m)
+        t[1] = 1.0 / rsum(o, d)
+        r = t[1]
         for j in range(d):
-            o[j] = vexp(o[j])
-        s = rsum(o, d)
-        for j in range(d):
-            o[j] = o[j] / s
+            o[j] = o[j] * r     # (times the reciprocal, as PyTorch)
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc"})
