@@ -57,13 +57,19 @@ def softmax_rows(x, out):
     """out = exp(x - row max) / row sum, row by row, the shift and exp in the arrays' dtype (a row holding +inf or
     NaN, or only -inf, gives NaN, as PyTorch)."""
     n, d = x.shape
-    t = np.empty(2, x.dtype)    # the row's max and 1 / sum in the arrays' dtype (rmax and rsum give float64)
+    t = np.zeros(3, x.dtype)    # the row's max, 1 / sum (rmax and rsum give float64) and 0 in the arrays' dtype
+    z = t[2]
     for i in range(n):
         row, o = x[i], out[i]
         t[0] = rmax(row, d)
         m = t[0]
+        # exp(-inf) = 0 put in by a second loop, not computed: exp's underflow path costs ~2.5x and a causal mask
+        # makes half the entries -inf (in one loop LLVM folds the two selects back into exp(-inf))
         for j in range(d):
-            o[j] = vexp(row[j] - m)
+            v = row[j] - m
+            o[j] = vexp(v if v != -np.inf else z)
+        for j in range(d):
+            o[j] = z if row[j] - m == -np.inf else o[j]
         t[1] = 1.0 / rsum(o, d)
         r = t[1]
         for j in range(d):
