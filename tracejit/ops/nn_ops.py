@@ -47,25 +47,27 @@ def _log_softmax_np(x, dim):
         return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
-# Without create_graph (eagerly, no graph of the gradient to record) each VJP is one op, a pass over the rows; with
-# it, and traced, the formula in registry ops.
-def _softmax_vjp(c, g):
-    y = c.out
-    d = c.attrs["dim"]
-    if STATE.tracer is None and not STATE.grad_enabled:
-        return (apply(OPS["softmax_backward"], g, y, dim=d),)
-    return (y * (g - (g * y).sum(d, keepdim=True)),)
+# The gradients' formulas in registry ops (on tensors): the VJPs with create_graph and traced, and the backward ops'
+# `decompose` (what a backend without their kernels runs). Without create_graph, eagerly, each VJP is one backward
+# op: a pass over the rows.
+def _softmax_grad(g, y, dim):
+    return y * (g - (g * y).sum(dim, keepdim=True))
 
 
-def _log_softmax_vjp(c, g):
-    d = c.attrs["dim"]
-    if STATE.tracer is None and not STATE.grad_enabled:
-        return (apply(OPS["log_softmax_backward"], g, c.out, dim=d),)
-    return (g - c.out.exp() * g.sum(d, keepdim=True),)
+def _log_softmax_grad(g, y, dim):
+    return g - y.exp() * g.sum(dim, keepdim=True)
+
+
+def _rows_vjp(grad, backward_op):
+    def vjp(c, g):
+        d = c.attrs["dim"]
+        if STATE.tracer is None and not STATE.grad_enabled:
+            return (apply(OPS[backward_op], g, c.out, dim=d),)
+        return (grad(g, c.out, d),)
+    return vjp
 
 
 def _softmax_backward_np(g, y, dim):
-    """The VJP's formula on arrays of one dtype (the engine casts gradients to their value's dtype)."""
     if _rows_apply(y, dim, g):
         from tracejit.kernels.cpu.norm import softmax_rows_backward
         return _by_rows(softmax_rows_backward, y, g)
@@ -80,11 +82,13 @@ def _log_softmax_backward_np(g, y, dim):
 
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
-defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"}, row_exp=True)
-defop("softmax_backward", _softmax_backward_np, lambda g, y, dim: AVal(y.shape, y.dtype), None, kind="other")
-defop("log_softmax_backward", _log_softmax_backward_np, lambda g, y, dim: AVal(y.shape, y.dtype), None, kind="other")
-defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"},
-      row_exp=True)
+_grad_meta = lambda g, y, dim: AVal(y.shape, y.dtype)  # noqa: E731
+defop("softmax", _softmax_np, _meta, _rows_vjp(_softmax_grad, "softmax_backward"), kind="reduction", saves="o",
+      row_reduce={"dim"}, row_exp=True)
+defop("softmax_backward", _softmax_backward_np, _grad_meta, None, kind="other", decompose=_softmax_grad)
+defop("log_softmax_backward", _log_softmax_backward_np, _grad_meta, None, kind="other", decompose=_log_softmax_grad)
+defop("log_softmax", _log_softmax_np, _meta, _rows_vjp(_log_softmax_grad, "log_softmax_backward"), kind="reduction",
+      saves="o", row_reduce={"dim"}, row_exp=True)
 
 
 # ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
@@ -375,8 +379,8 @@ def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running
 # instead of a dozen numpy passes of mean, var and elementwise ops each way. A trace records the composite of
 # nn.functional.layer_norm, whose parts fuse into row kernels with the work around them. Outputs (y, mean, rstd) as
 # PyTorch's, the statistics with the normalized dims (the last k) kept as 1. The VJP is PyTorch's formula in
-# registry ops (create_graph, higher order); without create_graph it is one kernel, layer_norm_backward, which
-# computes the same formula.
+# registry ops (_ln_grad: create_graph, higher order); without create_graph it is one kernel, layer_norm_backward,
+# which computes the same formula (and whose `decompose` is _ln_grad).
 
 def _ln_rows(x, k):
     return np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[x.ndim - k:]))
@@ -402,20 +406,25 @@ def _ln_meta(x, weight=None, bias=None, *, k, eps):
     return AVal(x.shape, x.dtype), stat, stat
 
 
-def _ln_vjp(c, gy, gmean=None, grstd=None):
+def _ln_grad(gy, x, mean, rstd, weight=None, *, k):
+    """(gx, gw, gb) in registry ops: the VJP with create_graph and traced, and layer_norm_backward's `decompose`."""
     from . import reduction as R
+    dims, lead = tuple(range(x.ndim - k, x.ndim)), tuple(range(x.ndim - k))
+    xhat = (x - mean) * rstd
+    gyw = gy if weight is None else gy * weight
+    gx = (gyw - R.mean(gyw, dims, keepdim=True) - xhat * R.mean(gyw * xhat, dims, keepdim=True)) * rstd
+    return (gx,) + ((R.sum(gy * xhat, lead), R.sum(gy, lead)) if lead else (gy * xhat, gy))
+
+
+def _ln_vjp(c, gy, gmean=None, grstd=None):
     x, weight, bias = c.inputs
     k = c.attrs["k"]
     _, mean, rstd = c.out
     gx = gw = gb = None
-    if gy is not None and STATE.tracer is None and not STATE.grad_enabled:  # no graph to record: one kernel
-        gx, gw, gb = apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k)
-    elif gy is not None:
-        dims, lead = tuple(range(x.ndim - k, x.ndim)), tuple(range(x.ndim - k))
-        xhat = (x - mean) * rstd
-        gyw = gy if weight is None else gy * weight
-        gx = (gyw - R.mean(gyw, dims, keepdim=True) - xhat * R.mean(gyw * xhat, dims, keepdim=True)) * rstd
-        gw, gb = (R.sum(gy * xhat, lead), R.sum(gy, lead)) if lead else (gy * xhat, gy)
+    if gy is not None:  # without create_graph, eagerly: one kernel
+        no_graph = STATE.tracer is None and not STATE.grad_enabled
+        gx, gw, gb = (apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k) if no_graph else
+                      _ln_grad(gy, x, mean, rstd, weight, k=k))
     # gradients reaching the statistics (a second derivative: the VJP above reads them as outputs of this node)
     d = 1.0 / math.prod(x.shape[x.ndim - k:])
     for extra in (None if gmean is None else gmean * d,
@@ -444,7 +453,7 @@ def _ln_backward_meta(g, x, mean, rstd, weight=None, *, k):
 # saved_outputs: the statistics, not y (an in-place op on it is no error); the bias is saved but never read
 defop("layer_norm", _ln_np, _ln_meta, _ln_vjp, nout=3, saves="io", kind="other", grad_name="NativeLayerNormBackward0",
       saved_outputs=(1, 2), reads=lambda i, args: i < 2)
-defop("layer_norm_backward", _ln_backward_np, _ln_backward_meta, None, nout=3, kind="other")
+defop("layer_norm_backward", _ln_backward_np, _ln_backward_meta, None, nout=3, kind="other", decompose=_ln_grad)
 
 
 # ----------------------------------------------------------------------------- class-value checks
