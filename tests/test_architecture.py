@@ -142,6 +142,25 @@ def test_decomposition_gives_the_ops_results(name, dtypes, attrs):
     np.testing.assert_allclose(got.numpy(), want, rtol=2e-6 if x.dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.parametrize("name", ["softmax_backward", "log_softmax_backward", "layer_norm_backward"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_op_decompositions_give_the_ops_results(name, dtype):
+    # the eager kernels of the row ops' gradients and the registry-op formulas their VJPs record with create_graph
+    rng = np.random.default_rng(2)
+    g, x = rng.standard_normal((2, 3, 5)).astype(dtype), rng.standard_normal((2, 3, 5)).astype(dtype)
+    if name == "layer_norm_backward":
+        _, mean, rstd = OPS["layer_norm"].impl(x, None, None, k=2, eps=1e-5)
+        w = rng.standard_normal((3, 5)).astype(dtype)
+        args, attrs = (g, x, mean, rstd, w), dict(k=2)
+    else:
+        args, attrs = (g, OPS[name[:-len("_backward")]].impl(x, dim=2)), dict(dim=2)
+    want = OPS[name].impl(*args, **attrs)
+    got = OPS[name].decompose(*map(torch.tensor, args), **attrs)
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert a.dtype.np == b.dtype and tuple(a.shape) == b.shape
+        np.testing.assert_allclose(a.numpy(), b, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_nll_loss_decompositions_give_the_ops_results(reduction, weighted):

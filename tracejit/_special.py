@@ -14,3 +14,8 @@ def erfinv(x):
 def gelu_backward(g, x, k, tanh_form):
     from tracejit.kernels.cpu.special import gelu_backward as _gb
     return _gb(g, x, k, tanh_form)
+
+
+def gelu(x, r2):
+    from tracejit.kernels.cpu.special import gelu as _gelu
+    return _gelu(x, r2)

@@ -24,6 +24,23 @@ def erf(x):
     return out.reshape(x.shape)
 
 
+@numba.njit(cache=True, nogil=True)
+def _gelu_into(x, out, half, one, r2):
+    for i in range(x.shape[0]):
+        v = x[i]
+        out[i] = half * v * (one + verf(v * r2))
+
+
+def gelu(x, r2):
+    """0.5 * x * (1 + erf(x * r2)) of a float32 or float64 array in its dtype, in one pass (numpy's order of
+    operations on the array, so the same bits)."""
+    t = x.dtype.type
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty_like(flat)
+    _gelu_into(flat, out, t(0.5), t(1), t(r2))
+    return out.reshape(x.shape)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _gelu_backward_into(g, x, out, k, tanh_form):
     """out = g * gelu'(x), in the arrays' dtype: k = (0.5, 1, 1/sqrt(2), 1/sqrt(2 pi), sqrt(2/pi), the tanh

@@ -63,3 +63,26 @@ def test_user_gradient_requiring_grad_leaves_no_graph_in_dot_grad():
     (x * 1).backward(g * 2)
     assert x.grad.grad_fn is None and not x.grad.requires_grad
     assert x.grad.tolist() == [2.0] * 3
+
+
+def test_a_copied_gradient_takes_its_leafs_layout():
+    # PyTorch's layout contract: a Linear weight's gradient comes out of the backward as a transposed view and is
+    # copied row-major like the weight (what the fused optimizer step needs)
+    lin = torch.nn.Linear(3, 4)
+    x = torch.randn(5, 3)
+    lin(x).sum().backward()
+    g = lin.weight.grad
+    assert g.is_contiguous() and g.numpy().flags.c_contiguous
+    np.testing.assert_allclose(g.numpy(), np.ones((4, 1), np.float32) * x.numpy().sum(0), rtol=1e-6)
+
+
+def test_adamw_steps_a_linear_in_one_kernel_per_parameter(monkeypatch):
+    lin = torch.nn.Linear(3, 4)
+    opt = torch.optim.AdamW(lin.parameters())
+    lin(torch.randn(5, 3)).sum().backward()
+    from tracejit.optim.adam import Adam
+    orig = Adam._fused_eager
+    taken = []
+    monkeypatch.setattr(Adam, "_fused_eager", lambda self: taken.append(orig(self)) or taken[-1])
+    opt.step()
+    assert taken == [True]

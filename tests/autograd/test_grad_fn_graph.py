@@ -6,7 +6,7 @@ import tracejit.nn.functional as TF
 
 # Snippets whose whole graph (node class, name(), and next_functions: each edge's graph and output_nr, down to
 # the leaves) equals PyTorch's. Composites that PyTorch runs as one kernel and tracejit builds from registry ops
-# (mse_loss, layer_norm, stack, split, ...: README, "The autograd graph as PyTorch shows it") have a different graph.
+# (mse_loss, stack, split, ...: README, "The autograd graph as PyTorch shows it") have a different graph.
 SNIPPETS = [
     "x * 2", "x * w", "x + 2", "x + w", "x - 1", "x / 2", "-x", "x ** 2", "x ** x", "x.pow(2)", "2 ** x",
     "x.T", "x.view(6)", "x.reshape(6)", "x[0]", "x[:, 1:]", "x.exp()", "x.relu()", "x.sum()", "x.sum(0)",
@@ -25,6 +25,10 @@ SNIPPETS = [
     "F.linear(x, W, b)", "F.linear(x3, W, b)", "F.linear(w, W, b)", "F.linear(x, W, b[None])",
     "torch.addmm(b, x, W.t())", "torch.addmm(b, x, W.t(), beta=0.5, alpha=2)", "b.addmm(x, W.t(), beta=0)",
     "torch.nn.Linear(3, 4)(x3)",
+    # eager layer_norm is PyTorch's one node (NativeLayerNormBackward0: edges input, weight, bias; without a weight
+    # or bias PyTorch keeps a (None, 0) edge for it, tracejit none)
+    "F.layer_norm(x, (3,), w, w)", "F.layer_norm(x3, (2, 3), x, x * 2)",
+    "torch.nn.LayerNorm(3)(x3)",
     # recorded under PyTorch's name: 1 - x is rsub(x, 1) (no edge for the number), 2 / x is x.reciprocal() * 2,
     # square is pow(x, 2), bmm its own node, squeeze a new view even with no size-1 dim
     "1 - x", "torch.rsub(x, 1)", "1 - x.exp()", "2 / x", "1.5 / x.exp()", "x.square()",

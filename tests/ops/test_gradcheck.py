@@ -155,6 +155,8 @@ CASES = {
     "max_pool2d": (lambda x: F.max_pool2d(x, 2), [N(1, 2, 4, 4)]),
     "to_memory_format": (lambda x: x.contiguous(memory_format=tj.channels_last) * x, [N(2, 3, 2, 2)]),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True) ** 2, [N(3, 2, 2, 3), N(2), N(2)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (3,), w, b) ** 2 + F.layer_norm(x, (2, 3)) * x,
+                   [N(2, 2, 3), N(3), N(3)]),
     "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0) ** 2, [N(3), N(2, 4), N(4, 3)]),
     "mv": (lambda a, v: tj.mv(a, v) ** 2, [N(3, 4), N(4)]),
     "dot": (lambda a, b: tj.dot(a, b) ** 2, [N(4), N(4)]),
@@ -229,7 +231,7 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
             "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss",
-            "scaled_dot_product_attention", "batch_norm", "addmm", "mv", "dot", "scan"]
+            "scaled_dot_product_attention", "batch_norm", "layer_norm", "addmm", "mv", "dot", "scan"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs

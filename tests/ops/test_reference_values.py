@@ -312,7 +312,23 @@ def _batch_norm_ref(x, w, b, eps=1e-5):
     return out
 
 
+def _layer_norm_ref(x, w, b, eps=1e-5):
+    """Per row of the last dim, by loops: the row's mean and biased variance, then (x - mean) / sqrt(var + eps) * w
+    + b."""
+    out = np.empty_like(x)
+    for idx in itertools.product(*[range(d) for d in x.shape[:-1]]):
+        vals = [float(v) for v in x[idx]]
+        mean = math.fsum(vals) / len(vals)
+        var = math.fsum((v - mean) ** 2 for v in vals) / len(vals)
+        for j, v in enumerate(vals):
+            out[idx + (j,)] = (v - mean) / math.sqrt(var + eps) * w[j] + b[j]
+    return out
+
+
 CASES.update({
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (4,), w, b),
+                   [_rng.standard_normal((3, 2, 4)), _rng.standard_normal(4), _rng.standard_normal(4)],
+                   _layer_norm_ref),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                    [_rng.standard_normal((3, 2, 2, 3)), _rng.standard_normal(2), _rng.standard_normal(2)],
                    _batch_norm_ref),
@@ -369,7 +385,8 @@ COVERED_BY = {
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
-    "sdpa_backward": None,
+    "sdpa_backward": None, "layer_norm_backward": None, "softmax_backward": None,
+    "log_softmax_backward": None,
     # random ops: no value to compare; their distributions are checked by test_random_ops below
     "rand": None, "randn": None, "randint": None, "bernoulli": None,
     # collectives need an MPI job: tests/distributed/scripts/collectives.py checks their values against numpy there

@@ -101,10 +101,14 @@ CASES = {
     "to_memory_format": (lambda x: x.contiguous(memory_format=torch.channels_last) * x, [N(2, 3, 2, 2)]),
     # eager: the Python loop; traced: one scan node (its body and its backward's body compiled once)
     "scan": (lambda h, xs, w: _scan_sum(h, xs, w, False) + _scan_sum(h, xs, w.t(), True), [N(2, 3), N(4, 2, 3), N(3, 3)]),
+    # (eager F.layer_norm runs the op; a trace of F.layer_norm records the composite: the op itself, traced here)
+    "layer_norm": (lambda x, w, b: call("layer_norm", x, w, b, k=1, eps=1e-5)[0] * x
+                   + call("layer_norm", x, None, None, k=2, eps=1e-5)[0], [N(4, 2, 3), N(3), N(3)]),
 }
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
-                   "adaptive_avg_pool2d_backward", "nll_loss_coef", "sdpa_backward"}
+                   "adaptive_avg_pool2d_backward", "nll_loss_coef", "sdpa_backward", "layer_norm_backward",
+                   "softmax_backward", "log_softmax_backward"}
 RANDOM = {"rand", "randn", "randint", "bernoulli"}
 # collectives need an MPI job: tests/distributed/scripts/collectives.py runs each of them traced against numpy
 COLLECTIVE = {"all_reduce_start", "broadcast_start", "all_gather_start", "reduce_scatter_start", "comm_wait"}

@@ -264,8 +264,15 @@ def _accumulate(t, g, create_graph):
         g = g.detach()      # a gradient tensor the user passed in: the leaf's .grad carries no graph
     if STATE.tracer is None:
         old = t._grad
-        if old is None and not create_graph and _unseen(g) and _fits(g, t):
-            t._grad = g     # (what the .grad setter would check, on plain arrays)
+        if old is None and not create_graph and _fits(g, t):
+            # (what the .grad setter would check, on plain arrays.) A gradient others hold is copied in the leaf's
+            # layout, PyTorch's layout contract: a Linear weight's gradient, a transposed view, becomes row-major
+            # as its weight (so the fused optimizer step can take it)
+            if not _unseen(g):
+                a = np.empty_like(t._data)
+                np.copyto(a, g._data)
+                g = Tensor._wrap(a)
+            t._grad = g
             return
     else:
         old = t.grad

@@ -1,10 +1,13 @@
 """torch.nn.functional: activations, linear, dropout and the losses, composed from registry ops."""
 import math
 
+import numpy as np
+
 from .. import _dtype as D
 from .._state import STATE
 from ..ops import elementwise as E, reduction as R, shape_ops as S, indexing as I, linalg as L
 from ..ops.nn_ops import log_softmax, softmax
+from ..ops.registry import OPS, apply
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ..ops.elementwise import gelu, sigmoid, softplus, tanh, logit, threshold  # noqa: F401
 
@@ -476,6 +479,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if tuple(input.shape[input.ndim - k:]) != normalized_shape or input.ndim < k:
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                            f"[*, {', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    if _native_layer_norm(input, normalized_shape, weight, bias):
+        return apply(OPS["layer_norm"], input, weight, bias, k=k, eps=float(eps))[0]
     dims = tuple(range(input.ndim - k, input.ndim))
     mean = R.mean(input, dims, keepdim=True)
     var = R.var(input, dims, keepdim=True, correction=0)
@@ -485,6 +490,18 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if bias is not None:
         out = out + bias
     return out
+
+
+def _native_layer_norm(x, shape, weight, bias):
+    """Eagerly, a float32/64 CPU input with weight and bias (if any) of its dtype and the normalized shape is the
+    one op layer_norm (ops/nn_ops.py); traced, and otherwise (promotion, broadcasting weights, empty inputs), the
+    composite above."""
+    return (STATE.tracer is None and type(x._data) is np.ndarray and x._data.dtype in _LN_DTYPES and x._data.size
+            and shape and all(p is None or (type(p._data) is np.ndarray and p._data.dtype == x._data.dtype
+                                            and p._data.shape == shape) for p in (weight, bias)))
+
+
+_LN_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

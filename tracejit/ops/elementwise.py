@@ -148,6 +148,9 @@ GELU_C = 0.044715                   # the tanh form's cubic coefficient
 def _gelu_np(x, approximate="none"):
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(x.dtype.type(SQRT_2_PI) * (x + x.dtype.type(GELU_C) * x * x * x)))
+    if x.dtype == np.float32 or x.dtype == np.float64:
+        from .._special import gelu
+        return gelu(x, INV_SQRT_2)      # the line below in one pass
     from .._special import erf
     return 0.5 * x * (1 + erf(x * x.dtype.type(INV_SQRT_2)))
 
@@ -437,6 +440,15 @@ def _where_impl(cond, a, b):
     dt = D.result_type(*[_NP(x) if isinstance(x, np.ndarray) else x for x in (a, b)])
     a = a.astype(dt.np) if isinstance(a, np.ndarray) and a.dtype != dt.np else a
     b = b.astype(dt.np) if isinstance(b, np.ndarray) and b.dtype != dt.np else b
+    if type(cond) is np.ndarray and cond.dtype == np.bool_:
+        # one operand an array of the result's shape, the other a number (masked_fill and its gradient): a copy of
+        # the array with the number written where it is selected (~1.5x faster than np.where's three-way select)
+        for arr, num, take in ((b, a, True), (a, b, False)):
+            if type(arr) is np.ndarray and arr.dtype == dt.np and np.ndim(num) == 0 and \
+                    arr.shape == np.broadcast_shapes(arr.shape, cond.shape):
+                out = arr.copy()
+                np.copyto(out, num, where=cond if take else ~cond)
+                return out
     out = np.where(cond, a, b)
     return out if out.dtype == dt.np else out.astype(dt.np)
 

@@ -239,7 +239,9 @@ def select(input, dim, index):
 
 
 def slice_dim(input, dim, start, stop):
-    return getitem(input, (slice(None),) * dim + (slice(start, stop),))
+    """input[:, ..., start:stop] along dim (normalized, start and stop in range: narrow's): the spec getitem's
+    parsing would give, made directly (split calls it per part)."""
+    return apply(OPS["slice"], input, spec=(slice(None, None, None),) * dim + (slice(int(start), int(stop), None),))
 
 
 def _check_index_np(index, size):

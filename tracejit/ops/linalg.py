@@ -3,7 +3,9 @@ mm, bmm, inner, outer are composed from them; `addmm`, `mv`, `dot` are ops that 
 import numpy as np
 
 from .. import _dtype as D
+from .._state import STATE
 from .registry import AVal, apply, broadcast_shapes, defop, OPS
+from .shape_ops import transpose
 
 
 def _matmul_meta(a, b):
@@ -31,8 +33,18 @@ def _matmul_np(a, b):
 
 
 def _mT(x):
-    from .shape_ops import transpose
     return transpose(x, -1, -2)
+
+
+def _mat2_grad(a, g, b):
+    """a^T @ g, the gradient of the matrix b in a @ b. When b is a transposed row-major matrix (a Linear's
+    weight.t()), eagerly, it is computed as (g^T @ a)^T, in b's layout, as PyTorch's mm backward does: the
+    weight's gradient then is row-major, like the weight, and AccumulateGrad needs no transposing copy."""
+    d = b._data
+    if STATE.tracer is None and type(d) is np.ndarray and d.ndim == 2 and d.flags.f_contiguous and \
+            not d.flags.c_contiguous:
+        return _mT(apply(OPS["matmul"], _mT(g), a))
+    return apply(OPS["matmul"], _mT(a), g)
 
 
 def _matmul_vjp(c, g):
@@ -45,7 +57,7 @@ def _matmul_vjp(c, g):
             # element summed afterwards ([batch, K, N] in memory)
             from .shape_ops import reshape
             K, N = c.shapes[1]
-            gb = apply(OPS["matmul"], _mT(reshape(a, (-1, K))), reshape(g, (-1, N)))
+            gb = _mat2_grad(reshape(a, (-1, K)), reshape(g, (-1, N)), b)
         else:
             gb = apply(OPS["matmul"], _mT(a), g)
     return ga, gb  # the engine sums broadcast batch dims back
@@ -235,14 +247,16 @@ def _addmm_meta(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 def _addmm_np(input, mat1, mat2, *, beta=1, alpha=1):
-    av = [AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)]
-    _addmm_meta(*av)
+    if not (mat1.ndim == mat2.ndim == 2 and mat1.shape[1] == mat2.shape[0] and input.dtype == mat1.dtype == mat2.dtype
+            and input.shape in (mat2.shape[1:], (mat1.shape[0], mat2.shape[1]))):  # (a Linear's need no shape rule)
+        _addmm_meta(*[AVal(a.shape, D._FROM_NP[a.dtype]) for a in (input, mat1, mat2)])
     r = np.matmul(mat1, mat2)
     if alpha != 1:
         r = (r * alpha).astype(r.dtype, copy=False)
     if beta == 0:           # input's values are ignored (nan and inf too), as in PyTorch
         return r
-    return r + (input if beta == 1 else (input * beta).astype(input.dtype, copy=False))
+    # into the product's fresh array (the shape rule checked that input expands to it): no second output to fault in
+    return np.add(r, input if beta == 1 else (input * beta).astype(input.dtype, copy=False), out=r)
 
 
 def _addmm_vjp(c, g):
@@ -250,7 +264,7 @@ def _addmm_vjp(c, g):
     beta, alpha = c.attrs.get("beta", 1), c.attrs.get("alpha", 1)
     gi = (g if beta == 1 else g * beta) if c.edges[0] is not None else None
     ga = apply(OPS["matmul"], g, _mT(b)) if c.edges[1] is not None else None
-    gb = apply(OPS["matmul"], _mT(a), g) if c.edges[2] is not None else None
+    gb = _mat2_grad(a, g, b) if c.edges[2] is not None else None
     if alpha != 1:
         ga, gb = (None if x is None else x * alpha for x in (ga, gb))
     return gi, ga, gb       # the engine sums input's broadcast dims back

@@ -1,40 +1,94 @@
-"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets), and the
-binary cross entropy, a primitive because PyTorch's derivative at the clamped edges (x = 0 or 1) is not
-the derivative of its clamped formula."""
+"""softmax and log_softmax as primitives (a row reduction plus pointwise work: fusion targets), the
+normalizations (batch_norm; layer_norm, eager), nll_loss, and the binary cross entropy, a primitive because
+PyTorch's derivative at the clamped edges (x = 0 or 1) is not the derivative of its clamped formula."""
+import math
+
 import numpy as np
 
+from .._state import STATE
 from .registry import AVal, apply, call, defop, norm_dim, OPS
+
+
+_ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # Shifted by the row's max as it is (PyTorch): a row holding +inf, or only -inf, gives NaN everywhere (x - max
 # is NaN there). logsumexp instead shifts by 0 when the max is not finite (inf and -inf, as PyTorch).
+def _by_rows(kernel, x, *more):
+    """kernel(x, *more, out) on [N, D] rows of the last dim (C-ordered copies where needed); out in x's shape."""
+    xr = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+    out = np.empty_like(xr)
+    kernel(*[np.ascontiguousarray(np.broadcast_to(a, x.shape)).reshape(xr.shape) for a in more], xr, out) \
+        if more else kernel(xr, out)
+    return out.reshape(x.shape)
+
+
+def _rows_apply(x, dim, *more):
+    """Whether the row kernels (kernels/cpu/norm.py) take this call: the last dim of a non-empty float32/64 array,
+    the other operands (gradients) of its dtype."""
+    return dim == x.ndim - 1 and x.dtype in _ROW_DTYPES and x.size and all(a.dtype == x.dtype for a in more)
+
+
 def _softmax_np(x, dim):
+    if _rows_apply(x, dim):
+        from tracejit.kernels.cpu.norm import softmax_rows
+        return _by_rows(softmax_rows, x)
     with np.errstate(invalid="ignore"):
         e = np.exp(x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf))
         return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax_np(x, dim):
+    if _rows_apply(x, dim):
+        from tracejit.kernels.cpu.norm import log_softmax_rows
+        return _by_rows(log_softmax_rows, x)
     with np.errstate(invalid="ignore"):
         s = x - np.amax(x, axis=dim, keepdims=True, initial=-np.inf)
         return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
-def _softmax_vjp(c, g):
-    y = c.out
-    d = c.attrs["dim"]
-    return (y * (g - (g * y).sum(d, keepdim=True)),)
+# The gradients' formulas in registry ops (on tensors): the VJPs with create_graph and traced, and the backward ops'
+# `decompose` (what a backend without their kernels runs). Without create_graph, eagerly, each VJP is one backward
+# op: a pass over the rows.
+def _softmax_grad(g, y, dim):
+    return y * (g - (g * y).sum(dim, keepdim=True))
 
 
-def _log_softmax_vjp(c, g):
-    d = c.attrs["dim"]
-    return (g - c.out.exp() * g.sum(d, keepdim=True),)
+def _log_softmax_grad(g, y, dim):
+    return g - y.exp() * g.sum(dim, keepdim=True)
+
+
+def _rows_vjp(grad, backward_op):
+    def vjp(c, g):
+        d = c.attrs["dim"]
+        if STATE.tracer is None and not STATE.grad_enabled:
+            return (apply(OPS[backward_op], g, c.out, dim=d),)
+        return (grad(g, c.out, d),)
+    return vjp
+
+
+def _softmax_backward_np(g, y, dim):
+    if _rows_apply(y, dim, g):
+        from tracejit.kernels.cpu.norm import softmax_rows_backward
+        return _by_rows(softmax_rows_backward, y, g)
+    return y * (g - (g * y).sum(dim, keepdims=True))
+
+
+def _log_softmax_backward_np(g, y, dim):
+    if _rows_apply(y, dim, g):
+        from tracejit.kernels.cpu.norm import log_softmax_rows_backward
+        return _by_rows(log_softmax_rows_backward, y, g)
+    return g - np.exp(y) * g.sum(dim, keepdims=True)
 
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
-defop("softmax", _softmax_np, _meta, _softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"}, row_exp=True)
-defop("log_softmax", _log_softmax_np, _meta, _log_softmax_vjp, kind="reduction", saves="o", row_reduce={"dim"},
-      row_exp=True)
+_grad_meta = lambda g, y, dim: AVal(y.shape, y.dtype)  # noqa: E731
+defop("softmax", _softmax_np, _meta, _rows_vjp(_softmax_grad, "softmax_backward"), kind="reduction", saves="o",
+      row_reduce={"dim"}, row_exp=True)
+defop("softmax_backward", _softmax_backward_np, _grad_meta, None, kind="other", decompose=_softmax_grad)
+defop("log_softmax_backward", _log_softmax_backward_np, _grad_meta, None, kind="other", decompose=_log_softmax_grad)
+defop("log_softmax", _log_softmax_np, _meta, _rows_vjp(_log_softmax_grad, "log_softmax_backward"), kind="reduction",
+      saves="o", row_reduce={"dim"}, row_exp=True)
 
 
 # ----------------------------------------------------------------------------- nll_loss (PyTorch's nll_loss_forward)
@@ -318,6 +372,88 @@ def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running
     _bn_meta(input, weight, bias, running_mean, running_var, training=training, eps=eps)
     args = (input, weight, bias) if training else (input, weight, bias, running_mean, running_var)
     return apply(OPS["batch_norm"], *args, training=training, eps=eps)
+
+
+# ----------------------------------------------------------------------------- layer_norm (PyTorch's native_layer_norm)
+# Eager layer_norm of a CPU array is this one op: a pass over the rows forward and one backward (kernels/cpu/norm.py)
+# instead of a dozen numpy passes of mean, var and elementwise ops each way. A trace records the composite of
+# nn.functional.layer_norm, whose parts fuse into row kernels with the work around them. Outputs (y, mean, rstd) as
+# PyTorch's, the statistics with the normalized dims (the last k) kept as 1. The VJP is PyTorch's formula in
+# registry ops (_ln_grad: create_graph, higher order); without create_graph it is one kernel, layer_norm_backward,
+# which computes the same formula (and whose `decompose` is _ln_grad).
+
+def _ln_rows(x, k):
+    return np.ascontiguousarray(x).reshape(-1, math.prod(x.shape[x.ndim - k:]))
+
+
+def _ln_affine(p, d, fill, dtype):
+    return np.full(d, fill, dtype) if p is None else p.reshape(d)
+
+
+def _ln_np(x, weight=None, bias=None, *, k, eps):
+    from tracejit.kernels.cpu.norm import layer_norm_rows
+    xr = _ln_rows(x, k)
+    n, d = xr.shape
+    y = np.empty_like(xr)
+    mean, rstd = np.empty(n, x.dtype), np.empty(n, x.dtype)
+    layer_norm_rows(xr, _ln_affine(weight, d, 1, x.dtype), _ln_affine(bias, d, 0, x.dtype), eps, y, mean, rstd)
+    stat = x.shape[:x.ndim - k] + (1,) * k
+    return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
+
+
+def _ln_meta(x, weight=None, bias=None, *, k, eps):
+    stat = AVal(tuple(x.shape[:len(x.shape) - k]) + (1,) * k, x.dtype)
+    return AVal(x.shape, x.dtype), stat, stat
+
+
+def _ln_grad(gy, x, mean, rstd, weight=None, *, k):
+    """(gx, gw, gb) in registry ops: the VJP with create_graph and traced, and layer_norm_backward's `decompose`."""
+    from . import reduction as R
+    dims, lead = tuple(range(x.ndim - k, x.ndim)), tuple(range(x.ndim - k))
+    xhat = (x - mean) * rstd
+    gyw = gy if weight is None else gy * weight
+    gx = (gyw - R.mean(gyw, dims, keepdim=True) - xhat * R.mean(gyw * xhat, dims, keepdim=True)) * rstd
+    return (gx,) + ((R.sum(gy * xhat, lead), R.sum(gy, lead)) if lead else (gy * xhat, gy))
+
+
+def _ln_vjp(c, gy, gmean=None, grstd=None):
+    x, weight, bias = c.inputs
+    k = c.attrs["k"]
+    _, mean, rstd = c.out
+    gx = gw = gb = None
+    if gy is not None:  # without create_graph, eagerly: one kernel
+        no_graph = STATE.tracer is None and not STATE.grad_enabled
+        gx, gw, gb = (apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k) if no_graph else
+                      _ln_grad(gy, x, mean, rstd, weight, k=k))
+    # gradients reaching the statistics (a second derivative: the VJP above reads them as outputs of this node)
+    d = 1.0 / math.prod(x.shape[x.ndim - k:])
+    for extra in (None if gmean is None else gmean * d,
+                  None if grstd is None else grstd * (rstd * rstd * rstd) * (x - mean) * -d):
+        if extra is not None:
+            gx = extra if gx is None else gx + extra
+    return gx, gw if weight is not None else None, gb if bias is not None else None
+
+
+def _ln_backward_np(g, x, mean, rstd, weight=None, *, k):
+    from tracejit.kernels.cpu.norm import layer_norm_rows_backward
+    xr = _ln_rows(x, k)
+    n, d = xr.shape
+    gx, gw, gb = np.empty_like(xr), np.empty(d, x.dtype), np.empty(d, x.dtype)
+    layer_norm_rows_backward(_ln_rows(g.astype(x.dtype, copy=False), k), xr, mean.reshape(n), rstd.reshape(n),
+                             _ln_affine(weight, d, 1, x.dtype), gx, gw, gb)
+    norm = x.shape[x.ndim - k:]
+    return gx.reshape(x.shape), gw.reshape(norm), gb.reshape(norm)
+
+
+def _ln_backward_meta(g, x, mean, rstd, weight=None, *, k):
+    norm = AVal(tuple(x.shape[len(x.shape) - k:]), x.dtype)
+    return AVal(x.shape, x.dtype), norm, norm
+
+
+# saved_outputs: the statistics, not y (an in-place op on it is no error); the bias is saved but never read
+defop("layer_norm", _ln_np, _ln_meta, _ln_vjp, nout=3, saves="io", kind="other", grad_name="NativeLayerNormBackward0",
+      saved_outputs=(1, 2), reads=lambda i, args: i < 2)
+defop("layer_norm_backward", _ln_backward_np, _ln_backward_meta, None, nout=3, kind="other", decompose=_ln_grad)
 
 
 # ----------------------------------------------------------------------------- class-value checks

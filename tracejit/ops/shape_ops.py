@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .._dtype import dtype as _dtype_cls
+from ..autograd.graph import node_class
 from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
 
 
@@ -81,6 +83,11 @@ def _viewable(arr, shape):
     return True
 
 
+def _inverse(dims):
+    """The permutation that undoes `dims` (np.argsort's, in Python ints: no array round trip per backward)."""
+    return tuple(sorted(range(len(dims)), key=dims.__getitem__))
+
+
 def _always(attrs, out):
     return True
 
@@ -91,7 +98,7 @@ defop("reshape", _reshape_np, lambda x, shape: AVal(shape, x.dtype),
 defop("view", _view_np, lambda x, shape: AVal(shape, x.dtype), lambda c, g: (reshape(g, c.shapes[0]),),
       kind="shape", saves="", view=True, noop=_always, reshapes=True)
 defop("permute", lambda x, dims: np.transpose(x, dims), lambda x, dims: AVal([x.shape[d] for d in dims], x.dtype),
-      lambda c, g: (permute(g, tuple(np.argsort(c.attrs["dims"]))),), kind="shape", saves="", view=True,
+      lambda c, g: (permute(g, _inverse(c.attrs["dims"])),), kind="shape", saves="", view=True,
       noop=lambda attrs, out: tuple(attrs["dims"]) == tuple(range(out.ndim)))
 def _expand_np(x, shape):
     """np.broadcast_to(x, shape): a read-only view with stride 0 on broadcast dims. Built here for a contiguous
@@ -211,8 +218,9 @@ def _shape_of(t):
 
 
 def reshape(input, *shape):
-    shape = _infer_shape(_shape_arg(shape), input.numel())
-    if shape == tuple(input.shape):
+    have = _shape_of(input)
+    shape = _infer_shape(_shape_arg(shape), _numel(have))
+    if shape == have:
         return input if input._data is None else apply(OPS["view"], input, shape=shape)
     if _viewable_t(input, shape):  # like PyTorch: a view when it can be (also while tracing: the same aliasing)
         return apply(OPS["view"], input, shape=shape)
@@ -220,10 +228,9 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
-    from .._dtype import dtype
-    if len(shape) == 1 and isinstance(shape[0], dtype):
+    if len(shape) == 1 and isinstance(shape[0], _dtype_cls):
         raise NotImplementedError("view(dtype) reinterpretation is not supported by tracejit")
-    shape = _infer_shape(_shape_arg(shape), input.numel())
+    shape = _infer_shape(_shape_arg(shape), _numel(_shape_of(input)))
     if not _viewable_t(input, shape):
         raise _view_error()
     return apply(OPS["view"], input, shape=shape)
@@ -253,7 +260,6 @@ def _node_named(out, input, name):
     a reshape, here: the same computation, PyTorch's name)."""
     fn = out.grad_fn
     if fn is not None and out is not input and fn is not input.grad_fn:
-        from ..autograd.graph import node_class
         fn.__class__ = node_class(name)
     return out
 
