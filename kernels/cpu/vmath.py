@@ -395,9 +395,9 @@ _D_LOG2E = 1.4426950408889634
 _D_LN2HI = 6.93147180369123816490e-01   # 0x3fe62e42fee00000
 _D_LN2LO = 1.90821492927058770002e-10   # 0x3dea39ef35793c76
 
-# exp_f32 clamp: |x| <= 104 (exp(89) already overflows; exp(-104) < 2**-150 rounds to 0)
+# exp_f32 clamp: exp(89) overflows, exp(-104) < 2**-150 rounds to 0
+_F_EXP_HI = _f(89.0)
 _F_EXP_LO = _f(-104.0)
-_F_EXP_ABS = _f(104.0)
 _D_EXP_HI = 710.0
 _D_EXP_LO = -746.0
 # n = round(x / ln2) by adding these (see _round_magic); exp of a <= 0 scales by 2**24 (2**54) and back
@@ -546,13 +546,10 @@ def _expm1_reduced_f32(xc, magic):
 
 @njit(**_OPTS)
 def exp_f32(x):
-    """exp for float32 (degree-6 polynomial, exact range reduction). One clamp, of |x| to 104 (exp(104)
-    overflows, exp(-104) rounds to 0), with x's sign put back: one min instruction and two bit operations,
-    where clamping x to [-104, 89] takes a compare, a min or max and a blend. The clamp keeps NaN and NaN flows
-    through to the result."""
-    a = _fabs(x)
-    a = _F_EXP_ABS if a > _F_EXP_ABS else a
-    xc = _or_sign(a, x)
+    """exp for float32 (degree-6 polynomial, exact range reduction). The clamps keep NaN (min/max
+    instructions) and NaN flows through to the result."""
+    xc = _F_EXP_HI if x > _F_EXP_HI else x
+    xc = _F_EXP_LO if xc < _F_EXP_LO else xc
     q, t = _expm1_reduced_f32(xc, _F_EXP_RND)
     return _scale2_rounded(q, t)       # overflow to inf, gradual underflow
 
