@@ -840,15 +840,12 @@ def _exp_nonpos_f64(a):
 
 @njit(**_OPTS)
 def sigmoid_f64(x):
-    """1/(1+exp(-x)) for float64 (same scheme as sigmoid_f32)."""
+    """1/(1+exp(-x)) for float64 (sigmoid_f32's scheme)."""
     e = _exp_nonpos_f64(-_fabs(x))
-    d = 1.0 + e
-    dl = (1.0 - d) + e
-    num = 1.0 if x >= 0.0 else e
-    r = 1.0 / d
-    q = num * r
-    rem = num - q * d
-    return q + (rem - q * dl) * r
+    g = 1.0 / (1.0 + e)
+    omg = 1.0 - g
+    res = omg - g * e
+    return res * _xor_sign(g, x) + _sign_select(x, g, omg)
 
 
 @njit(**_OPTS)
