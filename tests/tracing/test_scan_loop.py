@@ -137,6 +137,9 @@ def test_backward_body_is_derived_once_per_body():
     body = node.attrs["body"]
     assert backward_body(body, 1, 1, False) is backward_body(body, 1, 1, False)
     assert backward_body(body, 1, 1, True) is not backward_body(body, 1, 1, False)
+    names = backward_body(body, 1, 1, True).input_names
+    assert names == ["carry0.grad", "capture0.grad", "capture1.grad", "carry0", "x0", "y0.grad", "carry0.history.grad",
+                     "capture0", "capture1"]
 
 
 def test_in_place_update_of_an_outside_tensor_is_an_error():
@@ -167,7 +170,7 @@ def test_a_module_called_only_inside_the_body_guards_the_program():
 
 
 def test_two_carries_two_outputs_no_carry_and_unused_carry_gradients():
-    from tracejit.autograd import gradcheck
+    from tracejit.autograd import gradcheck, gradgradcheck
     xs = tracejit.tensor(_rng.standard_normal((4, 3)), requires_grad=True)
     a0 = tracejit.tensor(_rng.standard_normal(3), requires_grad=True)
     b0 = tracejit.tensor(_rng.standard_normal(3), requires_grad=True)
@@ -179,6 +182,7 @@ def test_two_carries_two_outputs_no_carry_and_unused_carry_gradients():
         (a, b), (ya, yb) = tracejit.scan(step, (a0, b0), xs, as_op=True)
         return a + 2 * b + ya.sum(0) + 5 * yb.sum(0)
     assert gradcheck(two, (a0, b0, xs))
+    assert gradgradcheck(two, (a0, b0, xs))
 
     def no_carry(xs):           # a map: no carry, one output
         return tracejit.scan(lambda c, x: (c, x.tanh() * 2), (), xs, as_op=True)[1]
@@ -207,3 +211,56 @@ def test_op_shape_rule_names_the_mismatched_operand():
         call("scan", h0[:2], xs, w, b, **attrs)
     with pytest.raises(RuntimeError, match="the body takes 4 operands, got 3"):
         call("scan", h0, xs, w, **attrs)
+
+
+def test_eager_scan_is_the_python_loop_and_as_op_traces_once():
+    calls = []
+
+    def step(c, x):
+        calls.append(1)
+        return c + x, c * 2
+    xs = tracejit.ones(6, 2)
+    c, _ = tracejit.scan(step, tracejit.zeros(2, requires_grad=True), xs)
+    assert len(calls) == 6 and type(c.grad_fn).__name__ != "ScanBackward0"
+    calls.clear()
+    c, _ = tracejit.scan(step, tracejit.zeros(2, requires_grad=True), xs, as_op=True)
+    assert len(calls) == 1 and type(c.grad_fn).__name__ == "ScanBackward0"
+
+
+def test_traced_scan_along_dim_1_and_negative_dims():
+    xs = tracejit.tensor(_rng.standard_normal((3, 5, 2)))
+
+    def f(xs, dim):
+        c, (ys, zs) = tracejit.scan(lambda c, x: (c + x, (c * x, x.exp())), tracejit.zeros(3, 2, dtype=tracejit.float64), xs,
+                                        dim=dim)
+        return c, ys, zs
+    for dim in (1, -2):
+        for a, b in zip(f(xs, dim), tracejit.trace(f, static_argnums=(1,))(xs, dim)):
+            assert tuple(a.shape) == tuple(b.shape)
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12)
+
+
+def test_captured_tensors_are_inputs_of_the_body_once_each():
+    w = tracejit.tensor(_rng.standard_normal((3, 3)))
+
+    def f(h0, xs):
+        return tracejit.scan(lambda h, x: ((h @ w + x @ w).tanh() * w.sum(), h), h0, xs)[0]
+    g = tracejit.trace(f).graph(tracejit.zeros(2, 3, dtype=tracejit.float64),
+                                tracejit.ones(4, 2, 3, dtype=tracejit.float64)).entry.fwd
+    (node,) = [n for n in g.nodes if n.op.name == "scan"]
+    body = node.attrs["body"]
+    assert len(body.inputs) == 3 and len(node.inputs) == 3
+    assert "(capture0)" in g.text()
+
+
+def test_bad_scans_raise_pytorch_kind_errors():
+    with pytest.raises(ValueError, match="xs must hold at least one tensor"):
+        tracejit.scan(lambda c, x: (c, x), tracejit.zeros(2), ())
+    with pytest.raises(RuntimeError, match="needs the scanned dimension; got a 0-d tensor"):
+        tracejit.scan(lambda c, x: (c, x), tracejit.zeros(2), tracejit.tensor(1.0))
+    with pytest.raises(RuntimeError, match="xs is empty along the scanned dimension"):
+        tracejit.scan(lambda c, x: (c, x), tracejit.zeros(2), tracejit.zeros(0, 2))
+    with pytest.raises(RuntimeError, match="must return a pair"):
+        tracejit.trace(lambda h, xs: tracejit.scan(lambda c, x: c, h, xs)[0])(tracejit.zeros(2), tracejit.ones(3, 2))
+    with pytest.raises(RuntimeError, match="structure, shapes and dtypes of init"):
+        tracejit.scan(lambda c, x: (c.double(), x), tracejit.zeros(2), tracejit.zeros(3, 2), as_op=True)

@@ -171,7 +171,7 @@ def _vjp(c, *gs):
     return tuple(grads)
 
 
-def run_scan(body, init, xs, captures, length, reverse=False):
+def run_scan(body, init, xs, captures, length, reverse):
     """Apply the scan op to tensors: (final carries..., ys...). It keeps the carries' history (an output it does
     not return) only when a gradient will be asked of it."""
     from .._tensor import Tensor
