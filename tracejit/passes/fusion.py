@@ -282,8 +282,8 @@ class Units:
 SIBLINGS = 8        # a node tries to join the groups of at most this many earlier readers of each of its inputs
 # numba's compile time grows faster than a kernel's arguments (a sum of 128 values: 3.3 s, of 256: 13.7 s, as an
 # unrolled RNN's weight gradients; 128 independent adds sharing one operand: 15 s), and kernels of the same code
-# compile once: a group stops growing at GROUP_MAX ops or INPUTS_MAX operands, and at SIBLING_MAX ops when the
-# merge would only join readers of a common operand
+# compile once: a group (a row group too) stops growing at GROUP_MAX ops or INPUTS_MAX operands, and at SIBLING_MAX
+# ops when the merge would only join readers of a common operand
 GROUP_MAX = 512
 INPUTS_MAX = 64
 SIBLING_MAX = 32
@@ -367,21 +367,25 @@ class _Grouping:
             self.seeds[i] = dom
             S = {i}
             grouped[i] = True
-            grown = True
-            while grown:
-                grown = False
-                near = set()
-                for m in S:
+            new, tried = [i], set()     # members added in the last round; neighbours refused so far
+            while new and len(S) < GROUP_MAX:
+                near = set(tried)       # (a refused neighbour may fit the grown group: tried again)
+                for m in new:
                     near.update(prod[id(v)] for v in nodes[m].inputs if isinstance(v, Value) and id(v) in prod)
                     near.update(c for o in nodes[m].outputs for c in consumers.get(id(o), ()))
                     # sibling reductions of the same rows (batch norm's mean and variance of one input): one pass
                     near.update(c for v in nodes[m].inputs if isinstance(v, Value) for c in consumers.get(id(v), ())
                                 if c not in S and row_domain(nodes[c]) == dom)
+                new, tried = [], set()
                 for j in sorted(near - S):
-                    if not grouped[j] and self.row_ok(j, dom, i) and self.units.merge(i, j) is not None:
+                    if grouped[j]:
+                        continue
+                    if len(S) < GROUP_MAX and self.row_ok(j, dom, i) and self.units.merge(i, j) is not None:
                         S.add(j)
                         grouped[j] = True
-                        grown = True
+                        new.append(j)
+                    else:
+                        tried.add(j)
             for m in S:
                 self.fus[m] = False
 

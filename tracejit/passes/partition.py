@@ -91,6 +91,7 @@ def rematerialize(joint, bwd_nodes, saved, free):
     backward's kernels (a 30-op chain saves its input alone, not its 8 intermediate results)."""
     order = {id(n): k for k, n in enumerate(joint.nodes)}
     saved = list(saved)
+    is_saved = set(saved)
     bwd = list(bwd_nodes)
     recomputed = set()      # values the backward computes itself
     for n in bwd:
@@ -98,26 +99,28 @@ def rematerialize(joint, bwd_nodes, saved, free):
     changed = True
     while changed:
         changed = False
-        for v in list(saved):
-            if v in free or not _recomputable(v.producer):
-                continue
-            have = (set(saved) - {v}) | recomputed
+        # in the forward's order: a value's cone then stops at the values before it, recomputed already (in
+        # reverse order each cone of a long chain would walk back to MAX_RECOMPUTE and fail, one pass per few)
+        cands = [u for u in saved if u in is_saved and u not in free and _recomputable(u.producer)]
+        for v in sorted(cands, key=lambda u: order[id(u.producer)]):
             cone, extra, stack, seen = [], [], [v], {v}
             while stack and len(cone) <= MAX_RECOMPUTE:
                 u = stack.pop()
                 cone.append(u.producer)
-                for i in u.producer.inputs:
-                    if not isinstance(i, Value) or i in seen or i in have or i in joint.consts:
+                for i in u.producer.inputs:     # (the backward has the saved values other than v, and recomputed)
+                    if not isinstance(i, Value) or i in seen or i in is_saved or i in recomputed or i in joint.consts:
                         continue
                     seen.add(i)
                     (stack if i not in free and _recomputable(i.producer) else extra).append(i)
             if stack or len(cone) > MAX_RECOMPUTE or _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
                 continue
-            saved.remove(v)
+            is_saved.discard(v)
             saved.extend(extra)
+            is_saved.update(extra)
             bwd.extend(cone)
             for n in cone:
                 recomputed.update(n.outputs)
             changed = True
+    saved = [v for v in saved if v in is_saved]
     bwd.sort(key=lambda n: order[id(n)])
     return bwd, saved
