@@ -266,33 +266,31 @@ def _scale2_rounded(typingctx, q, t):
     return q(q, t), codegen
 
 
+def _sign_bits(y, x, combine):
+    """(signature, codegen) of y's bits combined (builder method `combine`: or_, xor) with x's sign bit; None
+    where y is no float or x's type differs."""
+    info = _float_info(y)
+    if info is None or x != y:
+        return None
+    fty, ity = info[0], info[1]
+
+    def codegen(context, builder, sig, args):
+        sign = builder.and_(builder.bitcast(args[1], ity), ir.Constant(ity, 1 << (ity.width - 1)))
+        return builder.bitcast(getattr(builder, combine)(builder.bitcast(args[0], ity), sign), fty)
+    return y(y, x), codegen
+
+
 @intrinsic
 def _or_sign(typingctx, y, x):
     """y with x's sign bit or-ed in: copysign(y, x) for a y whose sign bit is clear or already x's (two integer
     operations instead of copysign's three)."""
-    info = _float_info(y)
-    if info is None or x != y:
-        return None
-    fty, ity, mbits, bias = info
-
-    def codegen(context, builder, sig, args):
-        sign = builder.and_(builder.bitcast(args[1], ity), ir.Constant(ity, 1 << (ity.width - 1)))
-        return builder.bitcast(builder.or_(builder.bitcast(args[0], ity), sign), fty)
-    return y(y, x), codegen
+    return _sign_bits(y, x, "or_")
 
 
 @intrinsic
 def _xor_sign(typingctx, y, x):
     """y with x's sign bit xor-ed in: y, or -y where x's sign bit is set (x NaN included)."""
-    info = _float_info(y)
-    if info is None or x != y:
-        return None
-    fty, ity, mbits, bias = info
-
-    def codegen(context, builder, sig, args):
-        sign = builder.and_(builder.bitcast(args[1], ity), ir.Constant(ity, 1 << (ity.width - 1)))
-        return builder.bitcast(builder.xor(builder.bitcast(args[0], ity), sign), fty)
-    return y(y, x), codegen
+    return _sign_bits(y, x, "xor")
 
 
 @intrinsic
