@@ -3,8 +3,8 @@
 `BodyTrace` is a TraceContext whose graph is the body; tensors the function reads from outside (tracers of the
 enclosing trace, or module parameters, which the enclosing trace lifts) become inputs of the body, its
 *captures*, one per value, in the order first read. Outside any trace (`outer` None) the real tensors it reads
-are the captures. The body is traced without autograd recording: it is a pure
-function of its inputs, differentiated later as a whole (ops/control.py).
+are the captures. The body is traced without autograd recording: it is a pure function of its inputs,
+differentiated later as a whole (ops/control.py).
 """
 from .._tensor import Tensor
 from .tracer import TraceContext
@@ -16,7 +16,7 @@ class BodyTrace(TraceContext):
         self.outer = outer
         self.captures = []       # the tensors from outside, one per capture input
         self._values = []        # what each stood for when first read (the value of a tracer; None: a real tensor)
-        self._index = {}         # id(outer value) -> capture input
+        self._index = {}         # id(its value in the enclosing trace), or id(tensor) outside any -> capture input
 
     def value_of(self, a):
         if not isinstance(a, Tensor) or (a._data is None and a._value.graph is self.graph) or \
@@ -54,9 +54,9 @@ class BodyTrace(TraceContext):
 
 
 def trace_body(fn, inputs, outer):
-    """Trace `fn(*tracers)` for `inputs` (pairs (shape, dtype, name)): (the graph, its captured tensors, the
-    function's result as tracers of the graph). The graph's inputs are `inputs` then the captures; its outputs are
-    left for the caller to set."""
+    """Trace `fn(*tracers)` for `inputs` ((shape, dtype, name) each): (the BodyTrace, whose graph's inputs are
+    `inputs` then the captures, and fn's result, tracers of that graph). The graph's outputs are the caller's to
+    set (ctx.value_of of the result's tensors)."""
     from ..autograd.grad_mode import no_grad
     with BodyTrace(outer) as ctx:
         ts = [ctx.tracer(ctx.graph.add_input(shape, dtype, name)) for shape, dtype, name in inputs]
