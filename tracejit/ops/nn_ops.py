@@ -58,27 +58,41 @@ def _log_softmax_grad(g, y, dim):
     return g - y.exp() * g.sum(dim, keepdim=True)
 
 
+def _no_graph():
+    """Eagerly, with no graph of the gradient recorded: a VJP may run its one backward op (a row kernel)."""
+    return STATE.tracer is None and not STATE.grad_enabled
+
+
 def _rows_vjp(grad, backward_op):
     def vjp(c, g):
         d = c.attrs["dim"]
-        if STATE.tracer is None and not STATE.grad_enabled:
+        if _no_graph():
             return (apply(OPS[backward_op], g, c.out, dim=d),)
         return (grad(g, c.out, d),)
     return vjp
+
+
+def _on_arrays(fn, *arrays, **attrs):
+    """fn, written with registry ops, on numpy arrays (no graph recorded): a backward op's impl where its row
+    kernel does not apply is its formula, not a numpy copy of it."""
+    from .._tensor import Tensor
+    from ..autograd.grad_mode import no_grad
+    with no_grad():
+        return fn(*[Tensor._wrap(a) for a in arrays], **attrs)._data
 
 
 def _softmax_backward_np(g, y, dim):
     if _rows_apply(y, dim, g):
         from tracejit.kernels.cpu.norm import softmax_rows_backward
         return _by_rows(softmax_rows_backward, y, g)
-    return y * (g - (g * y).sum(dim, keepdims=True))
+    return _on_arrays(_softmax_grad, g, y, dim=dim)
 
 
 def _log_softmax_backward_np(g, y, dim):
     if _rows_apply(y, dim, g):
         from tracejit.kernels.cpu.norm import log_softmax_rows_backward
         return _by_rows(log_softmax_rows_backward, y, g)
-    return g - np.exp(y) * g.sum(dim, keepdims=True)
+    return _on_arrays(_log_softmax_grad, g, y, dim=dim)
 
 
 _meta = lambda x, dim: AVal(x.shape, x.dtype)  # noqa: E731
@@ -422,8 +436,7 @@ def _ln_vjp(c, gy, gmean=None, grstd=None):
     _, mean, rstd = c.out
     gx = gw = gb = None
     if gy is not None:  # without create_graph, eagerly: one kernel
-        no_graph = STATE.tracer is None and not STATE.grad_enabled
-        gx, gw, gb = (apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k) if no_graph else
+        gx, gw, gb = (apply(OPS["layer_norm_backward"], gy, x, mean, rstd, weight, k=k) if _no_graph() else
                       _ln_grad(gy, x, mean, rstd, weight, k=k))
     # gradients reaching the statistics (a second derivative: the VJP above reads them as outputs of this node)
     d = 1.0 / math.prod(x.shape[x.ndim - k:])
