@@ -604,6 +604,7 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     # without numpy's OpenBLAS (another numpy build) the node computes with numpy: the same numbers
     import tracejit.kernels.cpu.blas as blas
     monkeypatch.setattr(blas, "_FUNCS", {})
+    monkeypatch.setattr(blas, "_ADDRESS", {})
     wn, wi = (tracejit.tensor(w0.copy(), requires_grad=True) for _ in range(2))
     fn, fi = (tracejit.trace(lambda x, w=w: step(x, w), backend=b) for w, b in ((wn, "numba"), (wi, "interpreter")))
     for _ in range(2):
@@ -620,6 +621,42 @@ def test_weight_updates_by_a_matrix_gradient_are_one_gemm(monkeypatch):
     np.testing.assert_allclose(f(wt).numpy(), self_update(we).numpy(), rtol=1e-4)
     np.testing.assert_allclose(wt.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
     assert "gemm_acc" in f.graph(wt).entry.fwd_fn.graph.text()
+
+
+def test_a_sum_of_products_accumulates_into_one_array():
+    """An unrolled recurrence's weight gradient, one product per step summed (plain `x @ w` and nn.Linear's
+    transposed form), is the first product then a gemm_acc per further product into that same array (into_p);
+    a term that is not a product (weight decay's 2*w) is added after. Numbers: the interpreter's."""
+    rng = np.random.default_rng(11)
+    T = 5
+    xs0 = rng.standard_normal((T, 16, 24)).astype(np.float32)
+    w0 = (rng.standard_normal((24, 32)) * 0.2).astype(np.float32)
+    u0 = (rng.standard_normal((32, 32)) * 0.2).astype(np.float32)
+
+    def unrolled(xs, w, lin):
+        h = tracejit.zeros(16, 32)
+        for t in range(T):
+            h = tracejit.tanh(xs[t] @ w + lin(h))
+        loss = (h ** 2).sum() + (w ** 2).sum()
+        loss.backward()
+        return loss.detach(), w.grad, lin.weight.grad
+
+    out = {}
+    for b in ("numba", "interpreter"):
+        tracejit.manual_seed(0)
+        lin = tracejit.nn.Linear(32, 32, bias=False)
+        with tracejit.no_grad():
+            lin.weight.copy_(tracejit.tensor(u0))
+        w = tracejit.tensor(w0.copy(), requires_grad=True)
+        f = tracejit.trace(lambda xs, w=w, lin=lin: unrolled(xs, w, lin), backend=b)
+        out[b] = [r.numpy() for r in f(tracejit.tensor(xs0))], f.graph(tracejit.tensor(xs0)).entry.fwd_fn
+    for got, want in zip(out["numba"][0], out["interpreter"][0]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+    nodes = out["numba"][1].graph.nodes
+    accs = [n for n in nodes if n.op.name == "gemm_acc"]
+    # w: T products, lin.weight: T - 1 (h0 is zeros: its product is folded away or kept, either way summed)
+    assert len(accs) >= 2 * (T - 1) - 1 and all(n.attrs["into_p"] for n in accs)
+    assert sum(1 for n in nodes if n.op.name == "matmul") >= 2 * T - len(accs)
 
 
 def test_no_donation_into_an_input_another_input_views():
@@ -705,3 +742,101 @@ def test_gelu_forward_and_derivative_share_one_erf_or_tanh(approximate):
     body = [m.op.name for n in fused_nodes(g) for m in n.attrs["body"].nodes]
     assert "gelu" not in body
     assert body.count("erf" if approximate == "none" else "tanh") == 1
+
+
+def _window_cases():
+    T = tracejit
+    return [
+        ("chunk gates", lambda g, c: [T.sigmoid(a) * c + T.tanh(b) for a, b in [g.chunk(4, 1)[:2]]][0],
+         [(32, 256), (32, 64)]),
+        ("steps and offsets", lambda x: x[1:3, ::2] * 2 + x[0:2, 1::2], [(4, 6)]),
+        ("an int and a negative int", lambda x: x[:, 3] + x[-1, :4].exp(), [(4, 6)]),
+        ("ellipsis, 3-d", lambda x: (x[..., 2:4] * 2).tanh() + x[:, :, 1:3], [(4, 5, 6)]),
+        ("contiguous rows of a 3-d input, dims merged", lambda x: x[1:3] * 3 - 1, [(4, 5, 6)]),
+        ("a window read by a kernel with a sum epilogue", lambda x: (x[1:5] * x[2:6]).sum(), [(8, 20000)]),
+    ]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _window_cases()])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_slices_feeding_a_kernel_are_read_in_place(name, dtype):
+    """A basic slice (ints, slices with steps, an ellipsis) read only by a loop kernel is no node of its own and
+    no copy: the kernel reads the window of its input in place (offset and strides as arguments). Values: eager's."""
+    _, f, shapes = next(c for c in _window_cases() if c[0] == name)
+    rng = np.random.default_rng(5)
+    args = [tracejit.tensor(rng.standard_normal(s).astype(dtype)) for s in shapes]
+    tf = tracejit.trace(f)
+    np.testing.assert_allclose(tf(*args).numpy(), f(*args).numpy(), rtol=1e-5, atol=1e-5)
+    cg = tf.graph(*args).entry.fwd_fn
+    assert not [n for n in cg.graph.nodes if n.op.name == "slice"], cg.graph.text()
+    bodies = [m.op.name for n in cg.graph.nodes if n.op.kind == "fused" for m in n.attrs["body"].nodes]
+    assert "slice" in bodies
+    # a transposed argument (not C-contiguous) is made contiguous once, then read in place too
+    if len(shapes) == 1 and len(shapes[0]) == 2:
+        xt = tracejit.tensor(rng.standard_normal(shapes[0][::-1]).astype(dtype)).t()
+        np.testing.assert_allclose(tf(xt).numpy(), f(xt).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_slice_read_by_a_row_kernel_stays_a_view():
+    # row kernels (a sum over a dim, softmax) do not take windows: the slice stays a node; same numbers
+    def f(x):
+        return (x[:, 1:5] * x[:, 2:6]).sum(1), x[1:3].sum()
+    x = tracejit.randn(8, 9)
+    tf = tracejit.trace(f)
+    for a, b in zip(tf(x), f(x)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    assert [n.op.name for n in tf.graph(x).entry.fwd_fn.graph.nodes].count("slice") == 3
+
+
+def test_a_slice_read_outside_the_kernel_stays_a_view():
+    # the matmul reads x[:, :4] too: the slice stays a node (a view, no copy) and the kernel reads its output
+    def f(x, w):
+        a = x[:, :4]
+        return (a @ w) + a.exp().sum()
+    x, w = tracejit.randn(6, 10), tracejit.randn(4, 4)
+    tf = tracejit.trace(f)
+    np.testing.assert_allclose(tf(x, w).numpy(), f(x, w).numpy(), rtol=1e-5)
+    names = [n.op.name for n in tf.graph(x, w).entry.fwd_fn.graph.nodes]
+    assert names.count("slice") == 1
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_a_cat_of_kernel_values_is_stored_in_place(dim):
+    """cat of values a loop kernel computes (chunk's backward, say) is no node of its own: the kernel stores each
+    piece where it lands in the output. Values: eager's, forward and gradient."""
+    def f(x, y):
+        return tracejit.cat([x * 2, y.exp(), x - y], dim)
+
+    rng = np.random.default_rng(8)
+    x, y = (tracejit.tensor(rng.standard_normal((3, 4, 5)).astype(np.float32)) for _ in range(2))
+    tf = tracejit.trace(f)
+    np.testing.assert_allclose(tf(x, y).numpy(), f(x, y).numpy(), rtol=1e-6)
+    g = tf.graph(x, y).entry.fwd_fn.graph
+    assert "cat" not in [n.op.name for n in g.nodes]
+    assert "cat" in [m.op.name for n in g.nodes if n.op.kind == "fused" for m in n.attrs["body"].nodes]
+
+    def cell(gates, c):
+        gates.requires_grad_(True)
+        i, f_, gg, o = gates.chunk(4, 1)
+        h = tracejit.sigmoid(o) * tracejit.tanh(tracejit.sigmoid(f_) * c + tracejit.sigmoid(i) * tracejit.tanh(gg))
+        (h * h).sum().backward()
+        return gates.grad
+
+    gates, c = tracejit.randn(8, 32), tracejit.randn(8, 8)
+    tc = tracejit.trace(cell)
+    np.testing.assert_allclose(tc(gates, c).numpy(), cell(gates.detach(), c).numpy(), rtol=1e-5, atol=1e-6)
+    names = [n.op.name for n in tc.graph(gates, c).entry.fwd_fn.graph.nodes]
+    assert "cat" not in names and "slice" not in names
+
+
+def test_no_donation_into_an_input_a_kernel_also_reads_through_a_window():
+    # w = w * 2 + w[shifted]: writing w's own array while reading w[1:] would read updated elements
+    def f(w):
+        with tracejit.no_grad():
+            w[:-1] = w[:-1] * 2 + w[1:]
+        return w.sum()
+    a = np.arange(12, dtype=np.float32)
+    wt, we = tracejit.tensor(a.copy()), tracejit.tensor(a.copy())
+    tracejit.trace(f)(wt)
+    f(we)
+    np.testing.assert_array_equal(wt.numpy(), we.numpy())

@@ -186,3 +186,22 @@ def test_independent_readers_of_one_operand_join_in_bounded_groups():
     groups, _, _ = find_groups(g)
     sizes = sorted(len(m) for m, _ in groups)
     assert sum(sizes) == 100 and max(sizes) == FU.SIBLING_MAX
+
+
+def test_readers_of_one_broadcast_operand_stay_apart():
+    # a shared bias read by independent adds (an unrolled RNN's input projections): one kernel would read the
+    # bias once, which is no saving (it is small and cached), and would have 2 arrays per add (its loop stops
+    # vectorizing, numba compiles it slowly); each add alone is the same small kernel, compiled once
+    b = tracejit.randn(4)
+    xs = [tracejit.randn(3, 4) for _ in range(20)]
+
+    def f(b, *xs):
+        return [x + b for x in xs]
+
+    g = tracejit.trace(f, backend="interpreter").graph(b, *xs).forward
+    groups, _, _ = find_groups(g)
+    assert sorted(len(m) for m, _ in groups) == [1] * 20
+    tf = tracejit.trace(f)
+    for got, x in zip(tf(b, *xs), xs):
+        np.testing.assert_array_equal(got.numpy(), (x + b).numpy())
+    assert len({ks.code for _, ks, _ in tf.graph(b, *xs).entry.fwd_fn.kernels}) == 1

@@ -86,9 +86,35 @@ def _slice_grad_name(attrs, args=None):
     return last or "AliasBackward0"
 
 
+def _slice_window(node):
+    """(offset, strides): where a basic slice of a C-contiguous input reads, in elements, per output dim; None
+    for a spec other than slices (positive steps) and integers. A loop kernel reads the window in place."""
+    spec, shape = tuple(node.attrs["spec"]), tuple(node.inputs[0].shape)
+    if spec.count(Ellipsis) == 1:
+        k = spec.index(Ellipsis)
+        spec = spec[:k] + (slice(None),) * (len(shape) - len(spec) + 1) + spec[k + 1:]
+    if len(node.inputs) != 1 or len(spec) > len(shape):
+        return None
+    cs = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
+    off, strides = 0, []
+    for d, n in enumerate(shape):
+        s = spec[d] if d < len(spec) else slice(None)
+        if isinstance(s, slice):
+            start, _, step = s.indices(n)
+            if step <= 0:
+                return None
+            off += start * cs[d]
+            strides.append(step * cs[d])
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and -n <= s < n:
+            off += (s % n) * cs[d]
+        else:
+            return None
+    return off, tuple(strides)
+
+
 # the indexing VJPs read only the index tensors: later in-place changes of the data do not matter
 defop("slice", _index_np, _index_meta, _index_vjp, kind="shape", saves="i", view=True, grad_name=_slice_grad_name,
-      reads=lambda i, args: i >= 1)
+      reads=lambda i, args: i >= 1, window=_slice_window)
 defop("index", _index_np, _index_meta, _index_vjp, kind="index", saves="i", grad_name="IndexBackward0",
       reads=lambda i, args: i >= 1, host_indices=True, aliases=True)   # (numpy's mixed indexing can give a view)
 defop("index_backward", _index_backward_np, lambda g, *idx, shape, spec: AVal(shape, g.dtype),

@@ -21,6 +21,12 @@ the ones that hold for it (`TRAITS` lists them; an unknown keyword is an error):
   fusible                  False: an elementwise op with a template that no code generator handles yet (bitwise
                            ops); it stays a node of its own
   broadcasts               a shape op a fused loop absorbs by reading its input with broadcast strides (expand)
+  window(node) -> (offset, strides) | None
+                           a view op a CPU loop kernel absorbs by reading its C-contiguous input in place: the
+                           element offset and the element stride per output dim, or None for this node (slice)
+  places(node) -> [(offset, strides)]
+                           its output is its operands placed at windows of it (cat): per operand, where its elements
+                           land in the C-contiguous output; a CPU loop kernel stores them there directly
   passthrough              its scalar code is its first operand, converted to the output dtype (cast, expand)
   int_identity             the identity on integer inputs (floor, ceil, trunc, round)
   bool_operands            its operands are converted to bool and it computes in bool (logical_and/or/xor/not)
@@ -69,7 +75,8 @@ TRAITS = {"reads": None, "fusible": True, "broadcasts": False, "passthrough": Fa
           "bool_operands": False, "literal_exponent": False, "int_div_raises": False, "unit": None,
           "commutative": False, "involution": False, "noop": None, "reshapes": False, "row_reduce": None,
           "row_exp": False, "host_indices": False, "saved_outputs": None, "decompose": None,
-          "makes_contiguous": False, "scalar_edges": True, "fuses_in_parts": False, "aliases": False}
+          "makes_contiguous": False, "scalar_edges": True, "fuses_in_parts": False, "aliases": False,
+          "window": None, "places": None}
 
 
 class Op:

@@ -193,7 +193,17 @@ def _cat_vjp(c, g):
     return tuple(out)
 
 
-defop("cat", _cat_np, _cat_meta, _cat_vjp, kind="shape", saves="")
+def _cat_places(node):
+    dim, out = node.attrs["dim"], tuple(node.outputs[0].shape)
+    cs = tuple(int(np.prod(out[d + 1:], dtype=np.int64)) for d in range(len(out)))
+    res, start = [], 0
+    for x in node.inputs:
+        res.append((start * cs[dim], cs))
+        start += x.shape[dim]
+    return res
+
+
+defop("cat", _cat_np, _cat_meta, _cat_vjp, kind="shape", saves="", places=_cat_places)
 defop("flip", lambda x, dims: np.flip(x, dims).copy() if x.ndim else x.copy(), lambda x, dims: AVal(x.shape, x.dtype),
       lambda c, g: (flip(g, c.attrs["dims"]),), kind="shape", saves="")
 defop("roll", lambda x, shifts, dims: np.roll(x, shifts, dims), lambda x, shifts, dims: AVal(x.shape, x.dtype),

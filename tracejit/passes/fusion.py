@@ -38,6 +38,28 @@ def default_can_fuse(node):
     return all(not isinstance(i, Value) or i.dtype.np.kind in "biuf" for i in node.inputs)
 
 
+def is_window(node):
+    """A view (op.window) that reads a strict part of its input: a CPU loop kernel reads it in place. (Strict:
+    the input has more elements than any value computed in the loop, so it is never made in the same kernel.)"""
+    w = node.op.window
+    return w is not None and isinstance(node.inputs[0], Value) and node.inputs[0].dtype.np.kind in "biuf" and \
+        int(np.prod(node.inputs[0].shape)) > int(np.prod(node.outputs[0].shape)) and w(node) is not None
+
+
+def is_placing(node):
+    """An op that places operands of one shape at windows of its output (op.places): a CPU loop kernel over the
+    operands' shape stores each one where it lands."""
+    o = node.outputs[0]
+    return node.op.places is not None and len(node.inputs) >= 2 and o.dtype.np.kind in "biuf" and all(
+        isinstance(x, Value) and tuple(x.shape) == tuple(node.inputs[0].shape) and x.dtype is o.dtype
+        for x in node.inputs)
+
+
+def can_fuse_windows(node):
+    """default_can_fuse, windows and placing ops (the CPU loop kernels' can_fuse)."""
+    return default_can_fuse(node) or is_window(node) or is_placing(node)
+
+
 class FusedBody(Graph):
     """The sub-graph of a fused node: inputs = the fused node's inputs, outputs = its outputs."""
 
@@ -325,7 +347,14 @@ class _Grouping:
                     if p is not None:
                         succ[p].add(i)
         self.fus = [can_fuse(nd) for nd in nodes]
+        # windows join their readers' groups only (never their input's, never siblings')
+        self.win = [f and nd.op.window is not None for f, nd in zip(self.fus, nodes)]
+        # placing ops (cat) join the groups of their operands' shape, which is their loop's
+        self.place = [f and nd.op.places is not None for f, nd in zip(self.fus, nodes)]
         self.shape = [nd.outputs[0].shape if nd.outputs else None for nd in nodes]
+        for i, nd in enumerate(nodes):
+            if self.fus[i] and nd.op.places is not None:
+                self.shape[i] = nd.inputs[0].shape
         self.units = Units(succ)
         self.grouped = [False] * n   # in a group (a node alone outside every group is not)
         self.seeds = {}              # first node of each row group -> its row domain
@@ -334,6 +363,8 @@ class _Grouping:
     def row_ok(self, j, dom, seed):
         nodes, prod, find = self.nodes, self.prod, self.units.find
         nd = nodes[j]
+        if self.win[j] or self.place[j]:
+            return False
         d = row_domain(nd)
         # elementwise work per element or per row (with a single row, a scalar is per row: a loss's mean)
         one_row = int(np.prod(dom[1])) == 1
@@ -397,7 +428,8 @@ class _Grouping:
         nodes, prod, consumers, fus, shape, find, members = \
             self.nodes, self.prod, self.consumers, self.fus, self.shape, self.units.find, self.units.members
         for i, nd in enumerate(nodes):
-            if not fus[i]:
+            if not fus[i] or self.win[i]:
+                self.grouped[i] = self.grouped[i] or fus[i]
                 continue
             cands = {}                  # representative -> the most ops the merged group may have
             for v in nd.inputs:
@@ -406,11 +438,12 @@ class _Grouping:
                     if p is not None and fus[p] and shape[p] == shape[i]:
                         cands[find(p)] = GROUP_MAX
             for v in nd.inputs:
-                if isinstance(v, Value):
+                # (siblings share a pass over a full-size operand; a broadcast one (a bias) is read from cache)
+                if isinstance(v, Value) and tuple(v.shape) == tuple(shape[i]):
                     cs = consumers.get(id(v), ())
                     k = bisect.bisect_left(cs, i)
                     for c in cs[max(0, k - SIBLINGS):k]:
-                        if fus[c] and shape[c] == shape[i]:
+                        if fus[c] and shape[c] == shape[i] and not self.win[c]:
                             cands.setdefault(find(c), SIBLING_MAX)
             self.grouped[i] = True
             for r, most in cands.items():
@@ -441,7 +474,7 @@ class _Grouping:
         for r in elementwise:
             for m in sorted(units.members[find(r)]):
                 o = nodes[m].outputs[0]
-                if nodes[m].op.broadcasts:
+                if nodes[m].op.broadcasts or self.place[m]:
                     continue
                 for j in self.consumers.get(id(o), ()):
                     red = nodes[j]
@@ -453,9 +486,18 @@ class _Grouping:
         find = self.units.find
         domains = {find(s): dom for s, dom in self.seeds.items()}
         reps = dict.fromkeys(find(i) for i in range(self.n) if self.grouped[i])
-        groups = sorted((sorted(self.units.members[r]), domains.get(r)) for r in reps)
-        # a group of broadcasts alone would only materialize them: leave those as views
-        return [(m, d) for m, d in groups if any(not self.nodes[i].op.broadcasts for i in m)]
+        groups = []
+        for r in reps:
+            mem = set(self.units.members[r])
+            # a window read outside the group stays a view (its input is made before the group: no cycle)
+            mem -= {i for i in mem if self.win[i] and
+                    any(c not in mem for c in self.consumers.get(id(self.nodes[i].outputs[0]), ()))}
+            if mem:
+                groups.append((sorted(mem), domains.get(r)))
+        groups.sort(key=lambda md: md[0])
+        # a group of broadcasts, windows and placing ops alone would only copy: leave those as they are
+        return [(m, d) for m, d in groups
+                if any(not (self.nodes[i].op.broadcasts or self.win[i] or self.place[i]) for i in m)]
 
 
 def fusion(g, can_fuse=default_can_fuse, rows=False):

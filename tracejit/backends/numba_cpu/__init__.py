@@ -4,12 +4,12 @@ import numpy as np
 from ... import config
 from ...ir.graph import Value
 from ...passes.decompose import decompose
-from ...passes.fusion import fusion
+from ...passes.fusion import can_fuse_windows, fusion
 from .. import Backend, compile_bodies
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
 from .convcols import shared_columns
-from .gemm import gemm_updates
+from .gemm import gemm_updates, product_sums
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
 
@@ -37,7 +37,8 @@ class NumbaBackend(Backend):
 
         def program(g, donate=None):            # (a loop's body is a program of its own, compiled here too)
             g = compile_bodies(g, program)
-            cgs.append(CompiledGraph(fusion(shared_columns(gemm_updates(decompose(g))), rows=True),
+            cgs.append(CompiledGraph(fusion(shared_columns(product_sums(gemm_updates(decompose(g)))),
+                                            can_fuse_windows, rows=True),
                                      fastmath=getattr(config, "fastmath", False), donate=donate, warm=False))
             return cgs[-1]
         out = [program(g, d) for g, d in jobs]

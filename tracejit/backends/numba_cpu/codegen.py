@@ -101,18 +101,27 @@ class _LoopKernel:
         body = node.attrs["body"]
         self.node, self.ins, self.outs = node, node.inputs, node.outputs
         # the loop runs over the shape of the group's elementwise values (sum outputs are smaller)
-        self.shape = shape = next((m.outputs[0].shape for m in body.nodes if m.op.name != "sum"),
+        self.shape = shape = next((m.outputs[0].shape for m in body.nodes
+                                   if m.op.name != "sum" and m.op.places is None),
                                   self.outs[0].shape)
         self.size = int(np.prod(shape, dtype=np.int64))
         self.const, self.consts = const_namer()
         self.param, self.params = param_namer()
-        self.in_kinds = [("full" if tuple(v.shape) == tuple(shape) else
+        # windows (fusion.is_window): views read in place; an input read only through them is a "window" input
+        wins = [m for m in body.nodes if m.op.window is not None]
+        direct = {id(x) for m in body.nodes if m.op.window is None for x in m.inputs}
+        self.in_kinds = [("window" if id(v) not in direct and any(m.inputs[0] is v for m in wins) else
+                          "full" if tuple(v.shape) == tuple(shape) else
                           "scalar" if int(np.prod(v.shape, dtype=np.int64)) == 1 else "bcast") for v in self.ins]
         sums = [m for m in body.nodes if m.op.name == "sum"]
-        if sums and "bcast" not in self.in_kinds and all(len(m.attrs["dims"]) == len(shape) for m in sums):
+        places = any(m.op.places is not None for m in body.nodes)
+        if sums and "bcast" not in self.in_kinds and not wins and not places and \
+                all(len(m.attrs["dims"]) == len(shape) for m in sums):
             self.mode = "chunks"     # every sum is a full reduction: flat chunks, each summed on its own
         else:
-            self.mode = "nd" if "bcast" in self.in_kinds or sums else "flat"
+            self.mode = "nd" if "bcast" in self.in_kinds or sums or wins or places else "flat"
+        self.windows = []            # (value name, input index, element offset, element strides per output dim)
+        self.places = []             # (output index, [(operand's value name, element offset, element strides)])
         self._statements(body)
         self.r = len(shape)
         self.extra_names, self.extra_args = [], []
@@ -130,7 +139,7 @@ class _LoopKernel:
             from numba.core import config
             threads = config.NUMBA_NUM_THREADS if self.parallel_ok and self.size >= PAR_MIN else 1
             self.plan, self.tiles = plan_tiles(self.plan, self.stmts, self.stmt_dtypes,
-                                               _sink_names(self.outs, self.red_outs, self.names, self.reductions))
+                                               self.sink_names)
             self.scratch += [(w, TILE * threads, dt) for w, dt in self.tiles]
 
     def _statements(self, body):
@@ -141,6 +150,16 @@ class _LoopKernel:
         dtypes = {id(v): v.dtype for v in self.ins}
         self.stmts, self.stmt_dtypes, self.reductions = [], [], []
         for nd in body.nodes:
+            if nd.op.window is not None:
+                off, strides = nd.op.window(nd)
+                nm = names[id(nd.outputs[0])] = f"x{len(self.ins) + len(self.windows)}"     # (a load, named so)
+                dtypes[id(nd.outputs[0])] = nd.outputs[0].dtype
+                self.windows.append((nm, next(j for j, v in enumerate(self.ins) if v is nd.inputs[0]), off, strides))
+                continue
+            if nd.op.places is not None:
+                self.places.append((out_index[id(nd.outputs[0])], [
+                    (names[id(x)], off, st) for x, (off, st) in zip(nd.inputs, nd.op.places(nd))]))
+                continue
             if nd.op.name == "sum":
                 self.reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])],
                                         tuple(nd.attrs["dims"])))
@@ -153,14 +172,18 @@ class _LoopKernel:
             self.stmts.append(f"{nm} = {text}    # {nd.op.name}")
             self.stmt_dtypes.append(o.dtype.np)
         self.red_outs = set(k for k, _, _ in self.reductions)
+        self.red_outs |= {k for k, _ in self.places}          # (outputs not stored at the loop's index)
         self.stores = [f"out{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(self.outs) if k not in self.red_outs]
+        self.sink_names = {names[id(o)] for k, o in enumerate(self.outs) if k not in self.red_outs} | \
+            {src for _, src, _ in self.reductions} | {nm for _, ps in self.places for nm, _, _ in ps}
 
     def _nd_arguments(self):
         """The nd loop's dims (the output's, adjacent dims merged where no operand tells them apart) and the
         element strides of each broadcast input and each accumulator, passed as ints."""
         shape = self.shape
         groups = loop_dims(shape, [v.shape for v, kind in zip(self.ins, self.in_kinds) if kind == "bcast"],
-                           [dims for _, _, dims in self.reductions])
+                           [dims for _, _, dims in self.reductions],
+                           [st for _, _, _, st in self.windows] + [st for _, ps in self.places for _, _, st in ps])
         self.lshape = lshape = [int(np.prod([shape[a] for a in g], dtype=np.int64)) for g in groups]
         self.reductions = [(k, src, tuple(i for i, g in enumerate(groups) if g[0] in dims))
                            for k, src, dims in self.reductions]
@@ -179,6 +202,15 @@ class _LoopKernel:
             self.extra_names += [f"s{j}_{a}" for a in range(r)]
             self.extra_args += st
             self.last_stride[f"in{j}"] = st[-1]
+        for k, (_, _, off, strides) in enumerate(self.windows):
+            self.extra_names += [f"wo{k}"] + [f"ws{k}_{a}" for a in range(r)]
+            self.extra_args += [off] + [strides[g[-1]] for g in groups]
+            self.last_stride[f"win{k}"] = strides[groups[-1][-1]]
+        for k, ps in self.places:
+            for q, (_, off, strides) in enumerate(ps):
+                self.extra_names += [f"po{k}_{q}"] + [f"ps{k}_{q}_{a}" for a in range(r)]
+                self.extra_args += [off] + [strides[g[-1]] for g in groups]
+                self.last_stride[f"place{k}_{q}"] = strides[groups[-1][-1]]
         for k, _, dims in self.reductions:
             st, acc = [0] * r, 1
             for a in range(r - 1, -1, -1):
@@ -285,6 +317,12 @@ class _LoopKernel:
                     lines.append(f"{ind}p{j}_{a} = " + (f"p{j}_{a - 1} + " if a else "") + f"i{a} * s{j}_{a}")
             for k, _, _ in reductions:
                 lines.append(f"{ind}q{k}_{a} = " + (f"q{k}_{a - 1} + " if a else "") + f"i{a} * rs{k}_{a}")
+            for k in range(len(self.windows)):
+                lines.append(f"{ind}u{k}_{a} = " + (f"u{k}_{a - 1}" if a else f"wo{k}") + f" + i{a} * ws{k}_{a}")
+            for k, ps in self.places:
+                for q in range(len(ps)):
+                    lines.append(f"{ind}pu{k}_{q}_{a} = " + (f"pu{k}_{q}_{a - 1}" if a else f"po{k}_{q}") +
+                                 f" + i{a} * ps{k}_{q}_{a}")
         # the last dim: flat offsets as unsigned integers (numba checks no negative index then, which it
         # would on `in0[o + i]`, an offset it cannot prove non-negative, and the loop vectorizes; a slice per
         # row instead costs ~20% more compile time for the same machine code)
@@ -297,8 +335,17 @@ class _LoopKernel:
                 loads.append((f"x{j}", f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]"))
             elif kind == "bcast":              # constant along the last dim
                 pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
+        for k, (nm, j, _, _) in enumerate(self.windows):     # (a unit last stride: a contiguous load, vectorized)
+            start = f"u{k}_{last - 1}" if last else f"wo{k}"
+            step = "{g}" if last_stride[f"win{k}"] == 1 else f"({{g}}) * ws{k}_{last}"
+            loads.append((nm, f"{nm} = in{j}[np.uint64({start} + {step})]"))
         outs_ = [f"out{k}[{at('ob')}] = {self.names[id(o)]}" for k, o in enumerate(self.outs)
                  if k not in self.red_outs]
+        for k, ps in self.places:          # each operand where it lands in the output
+            for q, (nm, _, _) in enumerate(ps):
+                start = f"pu{k}_{q}_{last - 1}" if last else f"po{k}_{q}"
+                step = "{g}" if last_stride[f"place{k}_{q}"] == 1 else f"({{g}}) * ps{k}_{q}_{last}"
+                outs_.append(f"out{k}[np.uint64({start} + {step})] = {nm}")
         for k, src, _ in reductions:
             if last_stride[f"acc{k}"]:
                 accs.append(f"acc{k}[{at(off(f'q{k}'))}] += {src}")
@@ -336,10 +383,6 @@ _HEAVY_CALL = []          # the regex of rt.HEAVY's names, made at first use
 def _names_in(lines):
     """The operand and value names (x3, v12) the lines read or write."""
     return set(_NAME.findall("\n".join(t.split("#")[0] for t in lines)))
-
-
-def _sink_names(outs, red_outs, names, reductions):
-    return {names[id(o)] for k, o in enumerate(outs) if k not in red_outs} | {src for _, src, _ in reductions}
 
 
 def stages(stmts):
@@ -391,17 +434,18 @@ def plan_tiles(plan, stmts, dtypes, sink_names):
     return out, [(f"w{w}", dt) for w, (dt, _) in enumerate(free_at)]
 
 
-def loop_dims(shape, bcast_shapes, reduced):
+def loop_dims(shape, bcast_shapes, reduced, strided=()):
     """The loop nest of an nd kernel: groups of the output's dims that loop as one. Size-1 dims are dropped,
     and neighbours merge when every operand treats them alike (an input broadcast along both or along
-    neither, a sum reducing both or neither): NCHW with per-channel parameters or statistics loops over
-    (N, C, H*W), not over rows of W elements."""
+    neither, a sum reducing both or neither, a window's element strides (`strided`) contiguous across them):
+    NCHW with per-channel parameters or statistics loops over (N, C, H*W), not over rows of W elements."""
     r = len(shape)
     flags = [[s[a] == 1 for a in range(r)] for s in ((1,) * (r - len(b)) + tuple(b) for b in bcast_shapes)]
     flags += [[a in dims for a in range(r)] for dims in reduced]
     groups = []
     for a in [a for a in range(r) if shape[a] != 1] or [r - 1]:
-        if groups and all(f[a] == f[groups[-1][-1]] for f in flags):
+        if groups and all(f[a] == f[groups[-1][-1]] for f in flags) and \
+                all(st[groups[-1][-1]] == st[a] * shape[a] for st in strided):
             groups[-1].append(a)
         else:
             groups.append([a])

@@ -362,10 +362,11 @@ def warm_kernels(graphs):
 
 
 def _warm_args(n, ks):
-    args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
+    args = [np.ones(2, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
         [np.empty(1, o.dtype.np) for o in n.outputs]
     k = len(ks.extra_args) - ks.n_params
-    return args + [1] * k + list(ks.extra_args[k:])     # dims and strides 1; the graph's float scalars as they are
+    return args + [1] * k + list(ks.extra_args[k:])     # dims, strides and offsets 1 (inputs have 2 elements); the
+    # graph's float scalars as they are
 
 
 def _warm(name, disp, args):
