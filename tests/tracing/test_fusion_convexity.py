@@ -205,3 +205,28 @@ def test_readers_of_one_broadcast_operand_stay_apart():
     for got, x in zip(tf(b, *xs), xs):
         np.testing.assert_array_equal(got.numpy(), (x + b).numpy())
     assert len({ks.code for _, ks, _ in tf.graph(b, *xs).entry.fwd_fn.kernels}) == 1
+
+
+def test_a_node_far_after_its_producers_group_is_computed_where_it_is_read():
+    # a backward's `1 - s` of a forward's s = sigmoid(x): joining the forward's group would store 1 - s beside s
+    # from the forward until the backward reads them; FAR ops later it joins its reader's group instead
+    from tracejit.passes import fusion as FU
+
+    def f(x, z):
+        s = tracejit.sigmoid(x)
+        y = s * 3
+        for _ in range(70):
+            z = z * 1.01 + 0.5
+        return y, (1 - s) * z, s * 2
+
+    x, z = tracejit.randn(8), tracejit.randn(8)
+    g = tracejit.trace(f, backend="interpreter").graph(x, z).forward
+    groups, _, _ = find_groups(g)
+    group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+    names = [n.op.name for n in g.nodes]
+    sig, one_minus = names.index("sigmoid"), names.index("sub")
+    assert group_of[one_minus] != group_of[sig]
+    assert group_of[one_minus] == group_of[one_minus + 1]       # with its reader, (1 - s) * z
+    tf = tracejit.trace(f)
+    for a, b in zip(tf(x, z), f(x, z)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)

@@ -56,3 +56,15 @@ def test_a_linear_weight_gradient_comes_out_laid_out_as_the_weight():
     lin2.load_state_dict(lin.state_dict())
     lin2(x).square().sum().backward()
     assert np.allclose(g.numpy(), lin2.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_transposed_operand_is_read_through_not_transposed_twice():
+    # (g.T @ x).T, the weight gradient of x @ W.T: becomes x.T @ g (g itself, not a transpose of g.T)
+    x, g = tj.randn(5, 3), tj.randn(5, 4)
+    h = transposed_products(tj.make_graph(lambda x, g: (g.t() @ x).t() * 2, x, g))
+    (m,) = [n for n in h.nodes if n.op.name == "matmul"]
+    assert m.inputs[1] is h.inputs[1] and m.inputs[0].producer.op.name == "permute"
+    assert not any(n.op.name == "permute" and n.inputs[0].producer is not None and
+                   n.inputs[0].producer.op.name == "permute" for n in h.nodes)
+    (got,) = run(h, [x.numpy(), g.numpy()])
+    assert np.allclose(got, (g.numpy().T @ x.numpy()).T * 2, rtol=1e-6)

@@ -311,6 +311,7 @@ SIBLINGS = 8        # a node tries to join the groups of at most this many earli
 GROUP_MAX = 128
 INPUTS_MAX = 64
 SIBLING_MAX = 32
+FAR = 64            # nodes: a node joins a producer's group only when the group's last op is at most this far back
 
 
 def find_groups(g, can_fuse=default_can_fuse, rows=False):
@@ -427,6 +428,7 @@ class _Grouping:
         of the same operand) of its shape."""
         nodes, prod, consumers, fus, shape, find, members = \
             self.nodes, self.prod, self.consumers, self.fus, self.shape, self.units.find, self.units.members
+        latest = {}                     # representative -> the group's last node (its own index if alone)
         for i, nd in enumerate(nodes):
             if not fus[i] or self.win[i]:
                 self.grouped[i] = self.grouped[i] or fus[i]
@@ -435,7 +437,9 @@ class _Grouping:
             for v in nd.inputs:
                 if isinstance(v, Value):
                     p = prod.get(id(v))
-                    if p is not None and fus[p] and shape[p] == shape[i]:
+                    # (not into a group that ended FAR nodes ago, nor a sibling's: a backward's `1 - s` of a forward's
+                    # s would be computed and stored there, beside s, until the backward reads both)
+                    if p is not None and fus[p] and shape[p] == shape[i] and i - latest.get(find(p), p) <= FAR:
                         cands[find(p)] = GROUP_MAX
             for v in nd.inputs:
                 # (siblings share a pass over a full-size operand; a broadcast one (a bias) is read from cache)
@@ -443,7 +447,7 @@ class _Grouping:
                     cs = consumers.get(id(v), ())
                     k = bisect.bisect_left(cs, i)
                     for c in cs[max(0, k - SIBLINGS):k]:
-                        if fus[c] and shape[c] == shape[i] and not self.win[c]:
+                        if fus[c] and shape[c] == shape[i] and not self.win[c] and i - latest.get(find(c), c) <= FAR:
                             cands.setdefault(find(c), SIBLING_MAX)
             self.grouped[i] = True
             for r, most in cands.items():
@@ -452,6 +456,7 @@ class _Grouping:
                     ext = {v for v in self.ext(a) | self.ext(b) if self.unit_of(v) not in (a, b)}
                     if len(ext) <= INPUTS_MAX and self.units.merge(i, r) is not None:
                         self._ext[find(i)] = ext
+                        latest[find(i)] = i
 
     def unit_of(self, vid):
         p = self.prod.get(vid)

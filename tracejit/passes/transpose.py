@@ -19,6 +19,15 @@ def _rewritable(n, uses):
         and all(isinstance(x, Value) and x.ndim == 2 for x in m.inputs)
 
 
+def _t(r, x):
+    """x.T in the new graph: the operand of x when x is itself a transpose (autodiff's `g.T`), else a permute."""
+    p = x.producer
+    if p is not None and p.op.name == "permute" and tuple(p.attrs["dims"]) == (1, 0):
+        return r.get(p.inputs[0])
+    x = r.get(x)
+    return r.g.add_node(OPS["permute"], [x], {"dims": (1, 0)}, [OPS["permute"].meta(x, dims=(1, 0))])[0]
+
+
 def transposed_products(g):
     uses = use_counts(g)
     found = [n for n in g.nodes if _rewritable(n, uses)]
@@ -28,10 +37,8 @@ def transposed_products(g):
     r = Rewriter(g)
     for n in g.nodes:
         if id(n) in found:
-            a, b = (r.get(x) for x in n.inputs[0].producer.inputs)
-            (bt,) = r.g.add_node(OPS["permute"], [b], {"dims": (1, 0)}, [OPS["permute"].meta(b, dims=(1, 0))])
-            (at,) = r.g.add_node(OPS["permute"], [a], {"dims": (1, 0)}, [OPS["permute"].meta(a, dims=(1, 0))])
-            (out,) = r.g.add_node(OPS["matmul"], [bt, at], {}, [n.outputs[0]])
+            a, b = n.inputs[0].producer.inputs
+            (out,) = r.g.add_node(OPS["matmul"], [_t(r, b), _t(r, a)], {}, [n.outputs[0]])
             r.alias(n.outputs[0], out)
         else:
             r.copy(n)
