@@ -309,7 +309,7 @@ SIBLINGS = 8        # a node tries to join the groups of at most this many earli
 # call from an empty cache: 22.5 s with groups of up to 512 ops, 9.3 s with 128, steady call the same 0.17 ms; the
 # GPT's and the LSTM's groups have at most 18 and 64 ops.)
 GROUP_MAX = 128
-INPUTS_MAX = 64
+INPUTS_MAX = 32
 SIBLING_MAX = 32
 FAR = 64            # nodes: a node joins a producer's group only when the group's last op is at most this far back
 
