@@ -659,6 +659,23 @@ def test_a_sum_of_products_accumulates_into_one_array():
     assert sum(1 for n in nodes if n.op.name == "matmul") >= 2 * T - len(accs)
 
 
+def test_products_with_biases_in_one_sum_accumulate_into_one_array():
+    # LSTM gates (x @ W_ih.T + b_ih) + (h @ W_hh.T + b_hh): the two products are one array, the biases added after
+    rng = np.random.default_rng(12)
+    x, h = (tracejit.tensor(rng.standard_normal((8, 16)).astype(np.float32)) for _ in range(2))
+    tracejit.manual_seed(1)
+    ih, hh = tracejit.nn.Linear(16, 32), tracejit.nn.Linear(16, 32)
+
+    def gates(x, h):
+        return tracejit.sigmoid(ih(x) + hh(h))
+
+    tf = tracejit.trace(gates)
+    np.testing.assert_allclose(tf(x, h).detach().numpy(), gates(x, h).detach().numpy(), rtol=1e-5, atol=1e-6)
+    nodes = tf.graph(x, h).entry.fwd_fn.graph.nodes
+    names = [n.op.name for n in nodes]
+    assert names.count("matmul") == 1 and names.count("gemm_acc") == 1, names
+
+
 def test_no_donation_into_an_input_another_input_views():
     # w and a view of its memory are both arguments: updating w in its own array would change what the
     # program reads through the view; those calls take the copy back (the program acts on copies)

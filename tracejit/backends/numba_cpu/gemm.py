@@ -123,24 +123,24 @@ def product_sums(g):
     product per time step, `sum_t dZ_t.T @ X_t`) -> the first product, then a gemm_acc per further product adding
     it into that same array (`into_p`), each where its product was computed. The sum is then one array, hot in
     the cache, instead of T products kept alive for one wide kernel at the end (LSTM-64's weight gradients:
-    64 [256, 64] products and a 64-input add). Other terms of the sum are added after the last product."""
+    64 [256, 64] products and a 64-input add). Other terms of the sum, broadcast ones too (biases), are added after
+    the last product: LSTM gates `(x @ W_ih.T + b_ih) + (h @ W_hh.T + b_hh)` are one array, then the biases."""
     uses = use_counts(g, returned=2)
 
-    def plain_add(n):                   # an add of two values of its output's shape and dtype
-        o = n.outputs[0]
-        return n.op.name == "add" and len(n.inputs) == 2 and all(
-            isinstance(x, Value) and tuple(x.shape) == tuple(o.shape) and x.dtype is o.dtype for x in n.inputs)
+    def plain_add(n, like):             # an add of two values of like's dtype, to like's shape (broadcasting)
+        return n.op.name == "add" and len(n.inputs) == 2 and tuple(n.outputs[0].shape) == tuple(like.shape) and \
+            all(isinstance(x, Value) and x.dtype is like.dtype for x in n.inputs)
 
     where = {id(n): k for k, n in enumerate(g.nodes)}
     taken, plans = set(), {}          # ids of the add nodes in a rewritten sum; root add id -> (products, others)
     for n in reversed(g.nodes):       # (the outermost add of a sum comes first)
-        if id(n) in taken or not n.outputs or len(n.outputs[0].shape) != 2 or not plain_add(n):
+        if id(n) in taken or not n.outputs or len(n.outputs[0].shape) != 2 or not plain_add(n, n.outputs[0]):
             continue
         adds, terms, todo = [n], [], list(n.inputs)
         while todo:
             v = todo.pop()
             p = v.producer
-            if p is not None and uses.get(id(v)) == 1 and plain_add(p):
+            if p is not None and uses.get(id(v)) == 1 and plain_add(p, n.outputs[0]):
                 adds.append(p)
                 todo.extend(p.inputs)
             else:
