@@ -75,7 +75,6 @@ def gemm_acc(a, b, c, alpha, beta):
             not (c.flags.c_contiguous and c.flags.writeable):
         return False
     if not _NB:
-        import numba
         sigs = [numba.boolean(numba.int64, t[:, :], t[:, :], t[:, ::1], t, t) for t in (numba.float32, numba.float64)]
         _NB.append(numba.njit(sigs, cache=True, nogil=True)(_gemm_checked))
     return _NB[0](fp, a, b, c, alpha, beta)

@@ -35,9 +35,9 @@ def _meta(p, a, b, alpha, into_p=False, transposed=False, out=None):
 
 
 GEMM_ACC = Op("gemm_acc", _impl, _meta, None, kind="matmul", saves="")
-# smaller products stay matmul + fused kernel: the ctypes call and its checks (~10 us) cost more than the pass
-# they save (a 512x10 update: 41 us as gemm_acc, 21 us as matmul and kernel)
-MIN_ELEMENTS = 1 << 14
+# smaller updates stay matmul + fused kernel (the BLAS call from numba costs ~0.5 us: a 512x10 update by a k=64
+# product took 31 us as gemm_acc, 36 us as matmul and kernel; through ctypes it had taken 41 us)
+MIN_ELEMENTS = 1 << 12
 
 
 def _product(v, uses, min_elements=MIN_ELEMENTS):
