@@ -158,20 +158,3 @@ def test_simplify_turns_the_gradient_of_a_split_into_one_cat():
         assert ops.count("cat") == cats and ops.count("index_backward") == placed, (fn.__name__, ops)
         _same(g, s, (4, 6, 9))
 
-
-
-def test_simplify_sums_the_parts_of_a_cat_over_other_dims():
-    # a bias gradient of chunk's backward: sum over the batch of cat(parts, 1) -> cat of the parts' sums, which
-    # then join the kernel that computes the parts; parts of unequal shapes, or a sum over the cat's dim, stay
-    def f(x, y):
-        c = torch.cat([x * 2, y.exp(), x - y], 1)
-        return c.sum(0), c.sum((0, 2), keepdim=True), c.sum(1), torch.cat([x, y[:, :2]], 1).sum(0)
-
-    x, y = torch.randn(4, 3, 5, dtype=torch.float64), torch.randn(4, 3, 5, dtype=torch.float64)
-    g = torch.trace(f, backend="interpreter").graph(x, y).traced
-    s = verify(P.dce(P.simplify(g)))
-    sums = [n for n in s.nodes if n.op.name == "sum"]
-    assert sorted(len(n.inputs[0].shape) == 3 and n.inputs[0].producer.op.name != "cat" for n in sums) \
-        == [False, False] + [True] * 6, [n.inputs[0].producer.op.name for n in sums]
-    for got, want in zip(run(s, [x.numpy(), y.numpy()]), f(x, y)):
-        np.testing.assert_allclose(got, want.numpy(), rtol=1e-12)

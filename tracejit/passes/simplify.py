@@ -5,7 +5,7 @@ The facts it uses are the registry's traits `unit`, `commutative`, `involution`,
 Also the gradient of a split: a sum of slice gradients (`index_backward` of basic slices: zeros with the
 gradient placed in them) that sit side by side along one dim is one `cat` of the gradients (placed, if they do
 not cover the dim): `q, k, v = qkv.split(C, -1)` or an LSTM's `chunk(4)` get their input's gradient in one copy
-instead of zero-filled arrays and adds; a sum of such a cat over other dims (the bias gradient) sums the parts."""
+instead of zero-filled arrays and adds."""
 import numpy as np
 
 from ..ir.graph import Value
@@ -90,25 +90,6 @@ def _side_by_side(r, a, b, out, memo):
     return v
 
 
-def _sum_of_cat(r, n, ins):
-    """sum(cat(xs, d), dims) with d not summed, xs of one shape -> cat(sum(x, dims) for x in xs): each part's sum
-    can join the kernel that computes the parts (a bias gradient of chunk's backward: per-gate column sums)."""
-    c = ins[0].producer if isinstance(ins[0], Value) else None
-    if c is None or c.op is not OPS["cat"] or set(n.attrs) - {"dims", "keepdim", "dtype"} or \
-            n.attrs.get("dtype") is not None or c.attrs["dim"] in n.attrs["dims"] or \
-            not all(isinstance(x, Value) and x.dtype is ins[0].dtype and tuple(x.shape) == tuple(c.inputs[0].shape)
-                    for x in c.inputs):
-        return None
-    dims, keep, d = tuple(n.attrs["dims"]), n.attrs.get("keepdim", False), c.attrs["dim"]
-    parts = []
-    for x in c.inputs:
-        shape = [1 if k in dims else s for k, s in enumerate(x.shape) if keep or k not in dims]
-        (p,) = r.g.add_node(n.op, [x], dict(n.attrs), [AVal(shape, n.outputs[0].dtype)])
-        parts.append(p)
-    d2 = d if keep else d - sum(1 for k in dims if k < d)
-    return r.g.add_node(OPS["cat"], parts, {"dim": d2}, [n.outputs[0]])[0]
-
-
 def simplify(g):
     r = Rewriter(g)
     consts = {r.map[v]: a for v, a in g.consts.items()}
@@ -119,11 +100,6 @@ def simplify(g):
         op = n.op
         if op is OPS["add"] and len(ins) == 2 and not n.attrs:
             v = _side_by_side(r, ins[0], ins[1], out, memo)
-            if v is not None:
-                r.alias(out, v)
-                continue
-        if op is OPS["sum"]:
-            v = _sum_of_cat(r, n, ins)
             if v is not None:
                 r.alias(out, v)
                 continue
