@@ -18,6 +18,7 @@ The fused node's op is made on the fly (not registered): kind "fused", `impl` ru
 reference interpreter, so a fused graph still runs on the interpreter backend.
 """
 import bisect
+import re
 
 import numpy as np
 
@@ -311,6 +312,7 @@ SIBLINGS = 8        # a node tries to join the groups of at most this many earli
 GROUP_MAX = 128
 INPUTS_MAX = 32
 SIBLING_MAX = 32
+_CALL = re.compile(r"[A-Za-z_]\w*\(")
 FAR = 64            # nodes: a node joins a producer's group only when the group's last op is at most this far back
 
 
@@ -437,9 +439,11 @@ class _Grouping:
             for v in nd.inputs:
                 if isinstance(v, Value):
                     p = prod.get(id(v))
-                    # (not into a group that ended FAR nodes ago, nor a sibling's: a backward's `1 - s` of a forward's
-                    # s would be computed and stored there, beside s, until the backward reads both)
-                    if p is not None and fus[p] and shape[p] == shape[i] and i - latest.get(find(p), p) <= FAR:
+                    # (not into a group that ended FAR nodes ago, nor a sibling's, unless costly work is near: a
+                    # backward's `1 - s` of a forward's s would be computed and stored there, beside s, until the
+                    # backward reads both; gelu's derivative, exp(-x*x/2), is worth storing)
+                    if p is not None and fus[p] and shape[p] == shape[i] and \
+                            (i - latest.get(find(p), p) <= FAR or self.costly_near(i)):
                         cands[find(p)] = GROUP_MAX
             for v in nd.inputs:
                 # (siblings share a pass over a full-size operand; a broadcast one (a bias) is read from cache)
@@ -447,7 +451,8 @@ class _Grouping:
                     cs = consumers.get(id(v), ())
                     k = bisect.bisect_left(cs, i)
                     for c in cs[max(0, k - SIBLINGS):k]:
-                        if fus[c] and shape[c] == shape[i] and not self.win[c] and i - latest.get(find(c), c) <= FAR:
+                        if fus[c] and shape[c] == shape[i] and not self.win[c] and \
+                                (i - latest.get(find(c), c) <= FAR or self.costly_near(i)):
                             cands.setdefault(find(c), SIBLING_MAX)
             self.grouped[i] = True
             for r, most in cands.items():
@@ -457,6 +462,15 @@ class _Grouping:
                     if len(ext) <= INPUTS_MAX and self.units.merge(i, r) is not None:
                         self._ext[find(i)] = ext
                         latest[find(i)] = i
+
+    def costly_near(self, i, hops=3):
+        """Node i, or a fusible reader of its shape at most `hops` readers on, calls a function in its scalar code
+        (a transcendental: recomputing it costs more than storing the value)."""
+        nd = self.nodes[i]
+        if nd.op.expr is not None and _CALL.search(nd.op.expr):
+            return True
+        return hops > 0 and any(self.fus[c] and self.shape[c] == self.shape[i] and self.costly_near(c, hops - 1)
+                                for o in nd.outputs for c in self.consumers.get(id(o), ()))
 
     def unit_of(self, vid):
         p = self.prod.get(vid)
