@@ -155,3 +155,9 @@ def test_plan_keeps_dtypes_apart_and_scratch_to_its_node():
     assert p.where[2] == p.where[0]                  # best fit: the free arena of 10 elements, not the 4
     assert p.arenas[p.where[3]][0] == f64 and p.where[3] not in p.where[:3]
     assert p.nbytes() == 4 * (10 + 4) + 8 * 8
+
+
+def test_plan_sizes_print_in_bytes_kib_and_mib():
+    from tracejit.passes.buffers import _size
+    sizes = (0, 1023, 1024, 1536, 2**20 - 1, 2**20, 3 * 2**19)
+    assert [_size(n) for n in sizes] == ["0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1024.0 KiB", "1.0 MiB", "1.5 MiB"]
