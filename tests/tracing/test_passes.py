@@ -286,56 +286,65 @@ def test_simplify_sums_of_placements_it_must_leave_alone():
 
 
 def _joint():
-    """A joint forward+backward graph by hand: inputs x, w and the cotangent ct; outputs y (forward), then the
-    gradients: ct * r (r a random draw the forward does not use), ct * y + y (y read twice), y itself, the
-    constant c, and a Python number."""
+    """A joint forward+backward graph by hand: inputs x, w and the cotangent ct; outputs y and a Python number
+    (forward), then the gradients: ct * r (r a random draw the forward does not use), ct * y + y (y read twice),
+    z (a forward value no backward node reads), the constant c, and a Python number. y = x * c + z,
+    z = cumsum(w * c2)."""
     g = Graph()
     x, w, ct = g.add_input((4,), F64, "x"), g.add_input((4,), F64, "w"), g.add_input((4,), F64, "ct")
-    c = g.add_const(np.full(4, 3.0))
-    y = _node(g, "add", [_node(g, "mul", [x, c]), _node(g, "mul", [w, c])])
+    c, c2 = g.add_const(np.full(4, 3.0)), g.add_const(np.full(4, 2.0))
+    z = _node(g, "cumsum", [_node(g, "mul", [w, c2])], {"dim": 0})      # (not recomputable: saved)
+    y = _node(g, "add", [_node(g, "mul", [x, c]), z])
     r = _node(g, "rand", [], {"shape": (4,), "dtype": F64}, shape=(4,))
-    return g, _finish(g, [y, _node(g, "mul", [ct, r]), _node(g, "add", [_node(g, "mul", [ct, y]), y]), y, c, 0.5])
+    return g, _finish(g, [y, 0.25, _node(g, "mul", [ct, r]), _node(g, "add", [_node(g, "mul", [ct, y]), y]), z, c,
+                          0.5])
 
 
 def test_partition_of_a_hand_built_joint_graph():
     g, joint = _joint()
-    fwd, bwd, n_saved = P.partition(joint, 1, 1)
+    fwd, bwd, n_saved = P.partition(joint, 2, 1)
     verify(fwd), verify(bwd)
     assert [n.op.name for n in fwd.nodes].count("rand") == 1 and "rand" not in [n.op.name for n in bwd.nodes]
-    assert len(set(map(id, fwd.outputs[1:]))) == n_saved == 2      # r and y, y once
-    assert fwd.input_names == ["x", "w"] and bwd.input_names == ["saved0", "saved1", "ct"]
-    assert len(fwd.consts) == 1 and bwd.outputs[-1] == 0.5 and bwd.outputs[-2] in bwd.consts
+    assert len(set(map(id, fwd.outputs[2:]))) == n_saved == 3      # r, y (once) and z
+    assert fwd.input_names == ["x", "w"] and bwd.input_names == ["saved0", "saved1", "saved2", "ct"]
+    assert len(fwd.consts) == 2 and len(bwd.consts) == 1 and bwd.outputs[-2] in bwd.consts
+    assert fwd.outputs[1] == 0.25 and bwd.outputs[-1] == 0.5
     rng = np.random.default_rng(3)
     x, w, ct = (rng.standard_normal(4) for _ in range(3))
     outs = run(fwd, [x, w])
-    grads = run(bwd, outs[1:] + [ct])
-    r = outs[1 + [v.producer.op.name if v.producer else "" for v in fwd.outputs[1:]].index("rand")]
-    y = 3 * x + 3 * w
+    grads = run(bwd, outs[2:] + [ct])
+    r = outs[2 + [v.producer.op.name if v.producer else "" for v in fwd.outputs[2:]].index("rand")]
+    y = 3 * x + np.cumsum(2 * w)
     np.testing.assert_allclose(outs[0], y, rtol=1e-12)
-    for got, want in zip(grads, [ct * r, ct * y + y, y, np.full(4, 3.0), 0.5]):
+    for got, want in zip(grads, [ct * r, ct * y + y, np.cumsum(2 * w), np.full(4, 3.0), 0.5]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_partition_recomputes_a_value_when_what_it_needs_is_fewer_bytes():
     # v = x + b (4x8) from the input x and b = y.sum(0) (8 values): the backward recomputes v from x and b
     # (b, 64 bytes, is saved instead of v, 256 bytes). u = exp(b), before v, would need b, as many bytes as
-    # itself: not recomputed in the first pass; once v has b saved, the second pass recomputes u too
+    # itself: not recomputed in the first pass; once v has b saved, the second pass recomputes u too.
+    # p = exp(q), q = y.sum(1) (5 values each): recomputing p would save q instead, no fewer bytes: p is saved
     g = Graph()
     x, y, ct = g.add_input((4, 8), F64, "x"), g.add_input((5, 8), F64, "y"), g.add_input((4, 8), F64, "ct")
     b = _node(g, "sum", [y], {"dims": (0,), "keepdim": False}, shape=(8,))
     u = _node(g, "exp", [b])
     v = _node(g, "add", [x, b], shape=(4, 8))
+    p = _node(g, "exp", [_node(g, "sum", [y], {"dims": (1,), "keepdim": False}, shape=(5,))])
     total = _node(g, "add", [_node(g, "sum", [v], {"dims": (0, 1), "keepdim": False}, shape=()),
                              _node(g, "sum", [u], {"dims": (0,), "keepdim": False}, shape=())])
-    joint = _finish(g, [total, _node(g, "mul", [v, ct]), _node(g, "mul", [u, ct], shape=(4, 8))])
+    total = _node(g, "add", [total, _node(g, "sum", [p], {"dims": (0,), "keepdim": False}, shape=())])
+    joint = _finish(g, [total, _node(g, "mul", [v, ct]), _node(g, "mul", [u, ct], shape=(4, 8)),
+                        _node(g, "mul", [p, 2.0])])
     fwd, bwd, n_saved = P.partition(joint, 1, 1)
     verify(fwd), verify(bwd)
-    saved = {v.producer.op.name if v.producer else "input": v.type_str for v in fwd.outputs[1:]}
-    assert n_saved == 2 and saved == {"input": "f64[4,8]", "sum": "f64[8]"}, fwd.text()
-    assert [n.op.name for n in bwd.nodes] == ["exp", "add", "mul", "mul"], bwd.text()
+    saved = sorted((v.producer.op.name if v.producer else "input", v.type_str) for v in fwd.outputs[1:])
+    assert n_saved == 3 and saved == [("exp", "f64[5]"), ("input", "f64[4,8]"), ("sum", "f64[8]")], fwd.text()
+    assert [n.op.name for n in bwd.nodes] == ["exp", "add", "mul", "mul", "mul"], bwd.text()
     rng = np.random.default_rng(4)
     xa, ya, cta = rng.standard_normal((4, 8)), rng.standard_normal((5, 8)), rng.standard_normal((4, 8))
     outs = run(fwd, [xa, ya])
-    gv, gu = run(bwd, outs[1:] + [cta])
+    gv, gu, gp = run(bwd, outs[1:] + [cta])
     np.testing.assert_allclose(gv, (xa + ya.sum(0)) * cta, rtol=1e-12)
     np.testing.assert_allclose(gu, np.exp(ya.sum(0)) * cta, rtol=1e-12)
+    np.testing.assert_allclose(gp, np.exp(ya.sum(1)) * 2, rtol=1e-12)
