@@ -180,3 +180,35 @@ def test_a_numpy_array_operand_is_named_in_the_type_error():
     message = r"^exp\(\): argument 'input' \(position 1\) must be Tensor, not numpy\.ndarray$"
     with pytest.raises(TypeError, match=message):
         torch.exp(np.ones(2))
+
+
+def _conv_transpose_ref(x, w, b, s, p, op, d):
+    N, C, H, W = x.shape
+    _, O, K, L = w.shape
+    full = np.zeros((N, O, (H - 1) * s + d * (K - 1) + 1 + op, (W - 1) * s + d * (L - 1) + 1 + op))
+    for i in range(H):
+        for j in range(W):
+            for k in range(K):
+                for m in range(L):
+                    full[:, :, i * s + k * d, j * s + m * d] += x[:, :, i, j] @ w[:, :, k, m]
+    OH, OW = full.shape[2] - 2 * p, full.shape[3] - 2 * p
+    return full[:, :, p:p + OH, p:p + OW] + b[None, :, None, None]
+
+
+def test_conv_transpose2d_with_bias_output_padding_and_dilation():
+    rng = np.random.default_rng(5)
+    x, w, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((3, 2, 3, 2)), rng.standard_normal(2)
+    for s, p, op, d in ((2, 1, 1, 1), (1, 0, 1, 2), (3, 2, 2, 1)):    # (1, 0, 1, 2): output_padding >= stride
+        got = F.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=s, padding=p,
+                                 output_padding=op, dilation=d)
+        np.testing.assert_allclose(got.numpy(), _conv_transpose_ref(x, w, b, s, p, op, d), rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_gradient_with_create_graph_reads_the_weight():
+    rng = np.random.default_rng(6)
+    x, w, b, c = (torch.tensor(a, requires_grad=True) for a in (rng.standard_normal((3, 4)),
+                  rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal((3, 4))))
+    grads = [torch.autograd.grad((F.layer_norm(x, (4,), w, b) * c).sum(), (x, w, b), create_graph=cg)
+             for cg in (False, True)]
+    for g0, g1 in zip(*grads):
+        np.testing.assert_allclose(g1.detach().numpy(), g0.detach().numpy(), rtol=1e-10, atol=1e-12)
