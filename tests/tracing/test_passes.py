@@ -86,6 +86,19 @@ def test_verifier_catches_a_wrong_shape():
         raise AssertionError("verifier accepted a wrong shape")
 
 
+def test_verifier_catches_a_wrong_number_of_outputs():
+    g = Graph()
+    x = g.add_input((3, 4), torch.float64, "x")
+    (v,) = g.add_node(OPS["max_dim"], [x], {"dim": 1, "keepdim": False}, [AVal((3,), torch.float64)])  # 1 of 2
+    g.outputs, g.output_names = [v], ["v"]
+    try:
+        verify(g)
+    except RuntimeError as e:
+        assert "gives 2 values for 1 outputs" in str(e)
+    else:
+        raise AssertionError("verifier accepted a node with fewer outputs than its shape rule gives")
+
+
 def test_partition_rematerializes_cheap_elementwise_values():
     # sigmoid(h) is recomputed in the backward from h, which is saved anyway: one saved tensor, not two
     def f(x, w):
