@@ -195,13 +195,37 @@ def _conv_transpose_ref(x, w, b, s, p, op, d):
     return full[:, :, p:p + OH, p:p + OW] + b[None, :, None, None]
 
 
+def _conv_transpose_input_grad_ref(c, w, s, p, op, d, hw):
+    # the transpose of _conv_transpose_ref's map from x: gx[:, :, i, j] = sum_k,m c_full[.., i*s+k*d, j*s+m*d] @ w^T
+    H, W = hw
+    _, _, K, L = w.shape
+    full = np.zeros(c.shape[:2] + ((H - 1) * s + d * (K - 1) + 1 + op, (W - 1) * s + d * (L - 1) + 1 + op))
+    full[:, :, p:p + c.shape[2], p:p + c.shape[3]] = c
+    gx = np.zeros((c.shape[0], w.shape[0], H, W))
+    for i in range(H):
+        for j in range(W):
+            for k in range(K):
+                for m in range(L):
+                    gx[:, :, i, j] += full[:, :, i * s + k * d, j * s + m * d] @ w[:, :, k, m].T
+    return gx
+
+
 def test_conv_transpose2d_with_bias_output_padding_and_dilation():
     rng = np.random.default_rng(5)
     x, w, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((3, 2, 3, 2)), rng.standard_normal(2)
     for s, p, op, d in ((2, 1, 1, 1), (1, 0, 1, 2), (3, 2, 2, 1)):    # (1, 0, 1, 2): output_padding >= stride
-        got = F.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=s, padding=p,
-                                 output_padding=op, dilation=d)
-        np.testing.assert_allclose(got.numpy(), _conv_transpose_ref(x, w, b, s, p, op, d), rtol=1e-10, atol=1e-12)
+        xt = torch.tensor(x, requires_grad=True)
+        got = F.conv_transpose2d(xt, torch.tensor(w), torch.tensor(b), stride=s, padding=p, output_padding=op,
+                                 dilation=d)
+        np.testing.assert_allclose(got.detach().numpy(), _conv_transpose_ref(x, w, b, s, p, op, d), rtol=1e-10,
+                                   atol=1e-12)
+        c = rng.standard_normal(tuple(got.shape))
+        (got * torch.tensor(c)).sum().backward()
+        np.testing.assert_allclose(xt.grad.numpy(), _conv_transpose_input_grad_ref(c, w, s, p, op, d, (4, 5)),
+                                   rtol=1e-10, atol=1e-12)
+    got = F.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2)        # no bias
+    np.testing.assert_allclose(got.numpy(), _conv_transpose_ref(x, w, np.zeros(2), 2, 0, 0, 1), rtol=1e-10,
+                               atol=1e-12)
 
 
 def test_layer_norm_gradient_with_create_graph_reads_the_weight():
