@@ -155,3 +155,22 @@ def test_plan_keeps_dtypes_apart_and_scratch_to_its_node():
     assert p.where[2] == p.where[0]                  # best fit: the free arena of 10 elements, not the 4
     assert p.arenas[p.where[3]][0] == f64 and p.where[3] not in p.where[:3]
     assert p.nbytes() == 4 * (10 + 4) + 8 * 8
+
+
+def test_plan_sizes_print_in_bytes_kib_and_mib():
+    from tracejit.passes.buffers import _size
+    sizes = (0, 1023, 1024, 1536, 2**20 - 1, 2**20, 3 * 2**19)
+    assert [_size(n) for n in sizes] == ["0 B", "1023 B", "1.0 KiB", "1.5 KiB", "1024.0 KiB", "1.0 MiB", "1.5 MiB"]
+
+
+def test_plan_grows_the_largest_free_arena_and_ends_an_unread_value_at_its_writer():
+    x = tracejit.randn(5)
+    g = tracejit.trace(lambda x: (x * 2).sum(), backend="interpreter").graph(x).forward
+    f32 = np.dtype("float32")
+    # node 0's scratch of 4 is free at node 1, too small for 8: that arena grows to 8 (no second arena)
+    p = buffers.plan(g, [(f32, (4,), None, 0), (f32, (8,), None, 1)])
+    assert p.where == [0, 0] and p.arenas == [(f32, 8)]
+    # a value no node reads (from another graph here) lives until its writer only: node 1 reuses its arena
+    other = tracejit.trace(lambda x: x + 1, backend="interpreter").graph(x).forward.nodes[0].outputs[0]
+    p = buffers.plan(g, [(f32, (5,), other, 0), (f32, (5,), None, 1)])
+    assert p.where == [0, 0]

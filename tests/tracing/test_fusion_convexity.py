@@ -233,3 +233,33 @@ def test_a_node_far_after_its_producers_group_is_computed_where_it_is_read():
     tf = tracejit.trace(f)
     for a, b in zip(tf(x, z), f(x, z)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+
+
+def test_the_fused_graph_verifies_and_keeps_other_ops_out_of_its_bodies():
+    # a body holds elementwise ops, broadcasts and a sum at its end only; each fused node's shape rule gives its
+    # outputs, one or several (e is read after the group and returned)
+    from tracejit.ir.verify import verify
+    from tracejit.passes.fusion import can_reduce
+
+    def fn(x, w):
+        h = x @ w
+        e = tracejit.exp(h) * 2 + 1
+        return e, (x * 3).sum(1), tracejit.relu(e - h)
+    x, w = tracejit.randn(4, 3), tracejit.randn(3, 5)
+    g = tracejit.trace(fn, backend="interpreter").graph(x, w).forward
+    fg = verify(fusion(g))
+    fused = [n for n in fg.nodes if n.op.kind == "fused"]
+    assert sorted(len(n.outputs) for n in fused) == [1, 2]         # (e and the relu; the sum)
+    assert all(m.op.kind == "elementwise" or m.op.broadcasts or can_reduce(m)
+               for n in fused for m in n.attrs["body"].nodes)
+    assert [n.op.name for n in fg.nodes if n.op.kind != "fused"] == ["matmul"]
+    ins = [np.asarray(x.numpy()), np.asarray(w.numpy())]
+    for a, b in zip(run(fg, ins), run(g, ins)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+    def softmax(x):                     # rows=True: one row-domain group (amax, exp, sum and the division)
+        e = tracejit.exp(x - x.amax(1, keepdim=True))
+        return e / e.sum(1, keepdim=True)
+    g = tracejit.trace(softmax, backend="interpreter").graph(tracejit.randn(8, 16)).forward
+    assert [("rows" in n.attrs) for n in fusion(g, rows=True).nodes] == [True]
+    assert not any("rows" in n.attrs for n in fusion(g).nodes)

@@ -15,6 +15,8 @@ def verify(g):
         if n.op.meta is not None:
             want = n.op.meta(*n.inputs, **n.attrs)
             want = want if isinstance(want, (tuple, list)) else (want,)
+            if len(want) != len(n.outputs):
+                raise IRError(f"{n.op.name}'s shape rule gives {len(want)} values for {len(n.outputs)} outputs: {n}")
             for o, w in zip(n.outputs, want):
                 if tuple(o.shape) != tuple(w.shape) or o.dtype is not w.dtype:
                     raise IRError(f"%{o.id} is {o.type_str} but {n.op.name}'s shape rule gives "
