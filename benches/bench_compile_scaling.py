@@ -82,6 +82,7 @@ def _instrument():
     _passes.partition = c.wrap("partition", _passes.partition)
     _passes.dce = c.wrap("dce", _passes.dce)
     _nb.gemm_updates = c.wrap("backend", _nb.gemm_updates)
+    _nb.product_sums = c.wrap("backend", _nb.product_sums)
     _nb.shared_columns = c.wrap("backend", _nb.shared_columns)
     _nb.fusion = c.wrap("fusion", _nb.fusion)
     _nb.CompiledGraph = c.wrap("plan", _nb.CompiledGraph)

@@ -857,3 +857,30 @@ def test_no_donation_into_an_input_a_kernel_also_reads_through_a_window():
     tracejit.trace(f)(wt)
     f(we)
     np.testing.assert_array_equal(wt.numpy(), we.numpy())
+
+
+def test_kernels_of_one_structure_are_generated_once_and_named_each():
+    # an unrolled loop: the same kernel structure at every step is generated once (codegen.generate's memo); each
+    # node still gets its own name and header, and a different constant is a different kernel's parameter
+    from tracejit.ir.graph import format_node
+
+    def f(x, w):
+        outs = []
+        for k in range(4):                  # (the matmul ends each step's kernel)
+            x = tracejit.tanh((x @ w) * 0.5 + 1.0) * x
+            outs.append(x.exp() * (2.0 if k < 3 else 3.0))
+        return outs
+
+    x, w = tracejit.randn(6, 7), tracejit.randn(7, 7) * 0.3
+    tf = tracejit.trace(f)
+    for a, b in zip(tf(x, w), f(x, w)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+    cg = tf.graph(x, w).entry.fwd_fn
+    names = [name for name, _, _ in cg.kernels]
+    assert len(set(names)) == len(names) >= 4
+    for name, ks, _ in cg.kernels:
+        assert ks.name == name and f"kernel {name}:" in ks.source.splitlines()[0]
+        node = next(n for n in cg.graph.nodes if n.op.name == name)
+        assert ks.node is node and format_node(node.attrs["body"].nodes[0]).split(" = ")[0] in ks.source
+    assert len({ks.code for _, ks, _ in cg.kernels}) < len(names)
+    assert len({id(ks.node) for _, ks, _ in cg.kernels}) == len(names)

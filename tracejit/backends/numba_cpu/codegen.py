@@ -17,6 +17,7 @@ vector of elements at a time; a stage's loop body is short enough for the core t
 Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs; numba compiles a variant
 only when it is first called).
 """
+import copy
 import os
 import re
 
@@ -55,10 +56,10 @@ class KernelSource:
     every parameter, a ReLU mask per layer) share one module and one compilation. `source` adds a header
     for readers: the kernel's name, shape and the IR body it was generated from."""
 
-    def __init__(self, name, header, code, mode, in_kinds, extra_args, size, params=(), scratch=()):
+    def __init__(self, name, title, node, code, mode, in_kinds, extra_args, size, params=(), scratch=()):
         self.name = name
+        self.title, self.node = title, node      # (the header, made when read: most kernels are never read)
         self.code = code
-        self.source = header + code
         self.mode = mode              # "flat", "nd", "chunks" or "rows"
         self.in_kinds = in_kinds      # per input: "full", "scalar", "bcast" (rows: "full", "row", "inner", "scalar")
         self.params = tuple(params)   # the typed values of the graph's float scalars (k0, k1, ...)
@@ -71,6 +72,16 @@ class KernelSource:
         # (numba's np.empty/np.zeros compile ~0.1-0.2 s of overloads in every process); kernel_par allocates the
         # rows each of its tasks needs itself
         self.scratch = tuple((np.dtype(dt), max(int(n), 1)) for dt, n in scratch)   # (>= 1: _warm runs dims of 1)
+
+    @property
+    def source(self):
+        return header(self.title, self.node) + self.code
+
+    def renamed(self, name, node):
+        """The same kernel for another fused node of the same structure (see generate)."""
+        ks = copy.copy(self)
+        ks.name, ks.node, ks.title = name, node, self.title.replace(f" {self.name}:", f" {name}:", 1)
+        return ks
 
     def __str__(self):
         return self.source
@@ -85,12 +96,36 @@ def param_args(params):
                     for q, v in enumerate(params)]
 
 
-def generate(node, name, fastmath=False):
-    """The KernelSource of a fused node: a row kernel (rowgen) for a row group, else a loop kernel."""
+def generate(node, name, fastmath=False, memo=None):
+    """The KernelSource of a fused node: a row kernel (rowgen) for a row group, else a loop kernel. With `memo`
+    (a dict), a node of the same structure as one generated before (an unrolled loop's steps: 783 kernels of 12
+    codes in a 256-step LSTM) reuses its KernelSource, renamed."""
+    key = structure(node, fastmath) if memo is not None else None
+    if key is not None and key in memo:
+        return memo[key].renamed(name, node)
     if "rows" in node.attrs:
         from .rowgen import generate_rows
-        return generate_rows(node, name, fastmath)
-    return _LoopKernel(node).source(name, fastmath)
+        ks = generate_rows(node, name, fastmath)
+    else:
+        ks = _LoopKernel(node).source(name, fastmath)
+    if key is not None:
+        memo[key] = ks
+    return ks
+
+
+def structure(node, fastmath):
+    """Everything a fused node's kernel is generated from, value ids aside: its operands' and its body's shapes,
+    dtypes, ops, attributes, constants and wiring."""
+    at = {id(v): k for k, v in enumerate(node.inputs)}
+    parts = [fastmath, repr(node.attrs.get("rows")), tuple((tuple(v.shape), v.dtype.name) for v in node.inputs)]
+    for m in node.attrs["body"].nodes:
+        ins = tuple(at[id(x)] if isinstance(x, Value) else (type(x).__name__, repr(x)) for x in m.inputs)
+        for o in m.outputs:
+            at[id(o)] = len(at)
+        parts.append((m.op.name, ins, repr(sorted(m.attrs.items())),
+                      tuple((tuple(o.shape), o.dtype.name) for o in m.outputs)))
+    parts.append(tuple(at[id(o)] for o in node.outputs))
+    return tuple(parts)
 
 
 class _LoopKernel:
@@ -251,7 +286,7 @@ class _LoopKernel:
             consts["CHUNK"] = ("CHUNK", CHUNK)
         if self.plan is not None:
             consts["TILE"] = ("TILE", TILE)
-        ks = KernelSource(name, header(title, self.node), module_code(consts, kernels, imports), self.mode,
+        ks = KernelSource(name, title, self.node, module_code(consts, kernels, imports), self.mode,
                           self.in_kinds, tuple(self.extra_args), self.size, self.params,
                           [(dt, n) for _, n, dt in self.scratch])
         ks.parallel_ok = self.parallel_ok

@@ -32,6 +32,7 @@ class CompiledGraph:
         self.graph = graph
         self._donated = _donations(graph, donate) if donate else {}
         self.kernels = []          # (name, KernelSource, dispatcher)
+        self._sources = {}         # generate's memo: kernel structure -> KernelSource
         self._pending = []         # kernels to compile before the first call: see warm_kernels
         slot = {}
 
@@ -98,7 +99,7 @@ class CompiledGraph:
 
     def _fused_step(self, n, at, slot, returned, fastmath):
         k = len(self.kernels)
-        ks = generate(n, f"fused_{k}", fastmath)
+        ks = generate(n, f"fused_{k}", fastmath, self._sources)
         mod = _cache.load_module(ks.code, "kernel")
         disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n) else mod.kernel
         name = n.op.name

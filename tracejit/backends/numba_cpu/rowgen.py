@@ -21,7 +21,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...passes.fusion import row_class
 from ..scalar_code import const_namer, npname, op_expression, param_namer
-from .codegen import KernelSource, header, module_code, njit_flags, param_args, typed_calls
+from .codegen import KernelSource, module_code, njit_flags, param_args, typed_calls
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
 
@@ -244,7 +244,7 @@ class _RowKernel:
                                          self.kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
                            ["from tracejit.kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  "
                             "# noqa: F401  (reduce a scratch row)"])
-        ks = KernelSource(name, header(title, self.node), code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
+        ks = KernelSource(name, title, self.node, code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
                           [(dt, N) for _, dt in self.scratch])
         ks.parallel_ok = R > 1
         return ks
