@@ -363,11 +363,12 @@ def warm_kernels(graphs):
 
 
 def _warm_args(n, ks):
-    args = [np.ones(2, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
+    args = [np.ones(1, v.dtype.np) for v in n.inputs] + [np.empty(length, dt) for dt, length in ks.scratch] + \
         [np.empty(1, o.dtype.np) for o in n.outputs]
     k = len(ks.extra_args) - ks.n_params
-    return args + [1] * k + list(ks.extra_args[k:])     # dims, strides and offsets 1 (inputs have 2 elements); the
-    # graph's float scalars as they are
+    # dims, strides and offsets 0 (the call only compiles: no loop over a dim runs, no window or placed operand is
+    # read or written outside these one-element arrays); the graph's float scalars as they are
+    return args + [0] * k + list(ks.extra_args[k:])
 
 
 def _warm(name, disp, args):
