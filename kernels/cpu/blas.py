@@ -66,14 +66,14 @@ def blas_threads(n=None):
 
 def gemm_acc(a, b, c, alpha, beta):
     """c[...] = alpha * a @ b + beta * c in one BLAS call; False (c untouched) when that cannot be done here:
-    no BLAS found, not float32/float64, mixed dtypes, c not C-contiguous and writeable, an operand BLAS cannot
-    read without a copy, or c overlapping a or b. The call and its checks run compiled (~0.5 us; through ctypes
+    no BLAS found, not float32/float64, mixed dtypes, c not C-contiguous and writeable, a read-only operand or one
+    BLAS cannot read without a copy, or c overlapping a or b. The call and its checks run compiled (~0.5 us; through ctypes
     they cost ~6 us, a third of a 256x32 @ 32x64 product)."""
     fp = gemm_address(c.dtype) if type(c) is np.ndarray else 0
     if not fp or type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != c.dtype or \
             b.dtype != c.dtype or a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or \
-            not (c.flags.c_contiguous and c.flags.writeable):
-        return False
+            not (c.flags.c_contiguous and c.flags.writeable and a.flags.writeable and b.flags.writeable):
+        return False        # (read-only operands, autodiff's broadcast ones: the compiled signatures take none)
     if not _NB:
         sigs = [numba.boolean(numba.int64, t[:, :], t[:, :], t[:, ::1], t, t) for t in (numba.float32, numba.float64)]
         _NB.append(numba.njit(sigs, cache=True, nogil=True)(_gemm_checked))

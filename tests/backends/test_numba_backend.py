@@ -884,3 +884,17 @@ def test_kernels_of_one_structure_are_generated_once_and_named_each():
         assert ks.node is node and format_node(node.attrs["body"].nodes[0]).split(" = ")[0] in ks.source
     assert len({ks.code for _, ks, _ in cg.kernels}) < len(names)
     assert len({id(ks.node) for _, ks, _ in cg.kernels}) == len(names)
+
+
+def test_a_product_sum_with_a_read_only_operand_computes_with_numpy():
+    # (fuzz seed 7215) the gradient of (v @ v.t()).sum() sums two products of autodiff's read-only ones: gemm_acc
+    # refuses read-only operands and the node computes with numpy
+    def program(v):
+        v3 = v.unsqueeze(0)
+        return (v3 @ v3.t()).sum()
+
+    a = np.array([-0.87, -0.33])
+    xs = [tracejit.tensor(a.copy(), requires_grad=True) for _ in range(2)]
+    program(xs[0]).backward()
+    tracejit.trace(lambda v: program(v).backward())(xs[1])
+    np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].grad.numpy(), rtol=1e-12)

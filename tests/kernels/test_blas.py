@@ -29,6 +29,9 @@ def test_gemm_acc_refuses_what_it_cannot_do_in_place():
     assert not gemm_acc(w[:, ::2], w[::2], np.zeros((8, 8), np.float32), 1.0, 1.0)     # strided operand
     assert not gemm_acc(w, w.copy(), np.zeros((8, 8), np.float32).T, 1.0, 1.0)         # C not C-contiguous
     assert not gemm_acc(w, w.astype(np.float64), np.zeros((8, 8)), 1.0, 1.0)            # mixed dtypes
+    ro = w.copy()
+    ro.flags.writeable = False
+    assert not gemm_acc(ro, w.copy(), np.zeros((8, 8), np.float32), 1.0, 1.0)           # a read-only operand
     i = np.ones((8, 8), np.int64)
     assert not gemm_acc(i, i, i.copy(), 1.0, 1.0)                # not float
     np.testing.assert_array_equal(w, keep)
