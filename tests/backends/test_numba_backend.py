@@ -898,3 +898,14 @@ def test_a_product_sum_with_a_read_only_operand_computes_with_numpy():
     program(xs[0]).backward()
     tracejit.trace(lambda v: program(v).backward())(xs[1])
     np.testing.assert_allclose(xs[1].grad.numpy(), xs[0].grad.numpy(), rtol=1e-12)
+
+
+def test_a_sum_whose_window_is_read_outside_its_kernel_runs_alone():
+    # (fuzz seed 7523) x[1::2][0::2] summed and read by another kernel: the window stays a view, its sum is no
+    # kernel of its own (an elementwise group of a lone sum has no loop)
+    def f(x, y):
+        w = x[1::2][0::2]
+        return w.sum() + (y + w).sum()
+
+    x, y = tracejit.randn(4, dtype=tracejit.float64), tracejit.randn(3, dtype=tracejit.float64)
+    np.testing.assert_allclose(tracejit.trace(f)(x, y).numpy(), f(x, y).numpy(), rtol=1e-12)

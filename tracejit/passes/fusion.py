@@ -514,9 +514,11 @@ class _Grouping:
             if mem:
                 groups.append((sorted(mem), domains.get(r)))
         groups.sort(key=lambda md: md[0])
-        # a group of broadcasts, windows and placing ops alone would only copy: leave those as they are
+        # a group of broadcasts, windows and placing ops alone would only copy, and a sum epilogue left alone by
+        # its window (read outside too) has no loop of its own: leave those as they are
         return [(m, d) for m, d in groups
-                if any(not (self.nodes[i].op.broadcasts or self.win[i] or self.place[i]) for i in m)]
+                if any(not (self.nodes[i].op.broadcasts or self.win[i] or self.place[i] or
+                            (d is None and can_reduce(self.nodes[i]))) for i in m)]
 
 
 def fusion(g, can_fuse=default_can_fuse, rows=False):
