@@ -3,8 +3,8 @@
 numpy's matmul always writes a fresh product; an update such as SGD's `W - lr * X.T @ dZ` then needs a second
 pass over W and the product. BLAS does it in one call (beta = 1, C = W). The library is the one numpy loaded
 (numpy.libs/libscipy_openblas*, cblas with 64-bit integers); where it is not found (another numpy build),
-`gemm_acc` returns False and the caller computes with numpy. `gemm_call` calls the same cblas function from numba
-code (convgemm.py's loops of one product per image), given its address.
+`gemm_acc` returns False and the caller computes with numpy. Both `gemm_acc` and convgemm.py's loops of one product
+per image call the cblas function from numba code (`gemm_call`), given its address.
 """
 import ctypes
 import glob
@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_FUNCS = None
+_FUNCS = None      # {numpy dtype: the cblas ?gemm's address}, once looked up
 _LIB = []          # [numpy's OpenBLAS as a ctypes library, or None], once looked up
 
 
@@ -38,16 +38,12 @@ def _symbol(lib, *names):
 
 
 def _load():
-    """{numpy dtype: cblas ?gemm function} from numpy's own OpenBLAS, or {} when it is not there."""
+    """{numpy dtype: address of the cblas ?gemm (64-bit integer interface)} in numpy's own OpenBLAS, or {}."""
     lib, out = _library(), {}
-    for dt, ch, real in ((np.float32, "s", ctypes.c_float), (np.float64, "d", ctypes.c_double)):
-        f = _symbol(lib, f"scipy_cblas_{ch}gemm64_", f"cblas_{ch}gemm64_")    # 64-bit integer interfaces
+    for dt, ch in ((np.float32, "s"), (np.float64, "d")):
+        f = _symbol(lib, f"scipy_cblas_{ch}gemm64_", f"cblas_{ch}gemm64_")
         if f is not None:
-            idx = ctypes.c_int64
-            f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, idx, idx, idx, real, ctypes.c_void_p,
-                          idx, ctypes.c_void_p, idx, real, ctypes.c_void_p, idx]
-            f.restype = None
-            out[np.dtype(dt)] = f
+            out[np.dtype(dt)] = ctypes.cast(f, ctypes.c_void_p).value
     return out
 
 
@@ -128,17 +124,10 @@ def gemm_address(dtype):
     """The address of the cblas ?gemm for float32/float64 `dtype` in numpy's OpenBLAS (0 where not found): what
     `gemm_call` calls from numba. Passed to compiled kernels as an argument, never baked into them, so their
     disk cache stays valid in another process."""
-    a = _ADDRESS.get(dtype)
-    if a is None:
-        global _FUNCS
-        if _FUNCS is None:
-            _FUNCS = _load()
-        f = _FUNCS.get(np.dtype(dtype))
-        a = _ADDRESS[dtype] = 0 if f is None else ctypes.cast(f, ctypes.c_void_p).value
-    return a
-
-
-_ADDRESS = {}      # dtype -> gemm_address(dtype)
+    global _FUNCS
+    if _FUNCS is None:
+        _FUNCS = _load()
+    return _FUNCS.get(np.dtype(dtype), 0)
 
 
 def _gemm_call_typing():

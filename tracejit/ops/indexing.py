@@ -87,29 +87,13 @@ def _slice_grad_name(attrs, args=None):
 
 
 def _slice_window(node):
-    """(offset, strides): where a basic slice of a C-contiguous input reads, in elements, per output dim; None
-    for a spec other than slices (positive steps) and integers. A loop kernel reads the window in place."""
-    spec, shape = tuple(node.attrs["spec"]), tuple(node.inputs[0].shape)
-    if spec.count(Ellipsis) == 1:
-        k = spec.index(Ellipsis)
-        spec = spec[:k] + (slice(None),) * (len(shape) - len(spec) + 1) + spec[k + 1:]
-    if len(node.inputs) != 1 or len(spec) > len(shape):
+    """(offset, strides) in elements where a basic slice of a row-major input reads, per output dim (numpy's own
+    indexing on a stand-in computes them); None with index tensors or a negative stride."""
+    if len(node.inputs) != 1:
         return None
-    cs = [int(np.prod(shape[d + 1:], dtype=np.int64)) for d in range(len(shape))]
-    off, strides = 0, []
-    for d, n in enumerate(shape):
-        s = spec[d] if d < len(spec) else slice(None)
-        if isinstance(s, slice):
-            start, _, step = s.indices(n)
-            if step <= 0:
-                return None
-            off += start * cs[d]
-            strides.append(step * cs[d])
-        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and -n <= s < n:
-            off += (s % n) * cs[d]
-        else:
-            return None
-    return off, tuple(strides)
+    from ..tracing.layout import view_op_window
+    off, strides = view_op_window(node.op, node.inputs[0].shape, node.attrs)
+    return None if any(st < 0 for st in strides) else (off, tuple(strides))
 
 
 # the indexing VJPs read only the index tensors: later in-place changes of the data do not matter

@@ -194,8 +194,8 @@ def _cat_vjp(c, g):
 
 
 def _cat_places(node):
-    dim, out = node.attrs["dim"], tuple(node.outputs[0].shape)
-    cs = tuple(int(np.prod(out[d + 1:], dtype=np.int64)) for d in range(len(out)))
+    from ..tracing.layout import contiguous_strides
+    dim, cs = node.attrs["dim"], contiguous_strides(node.outputs[0].shape)
     res, start = [], 0
     for x in node.inputs:
         res.append((start * cs[dim], cs))

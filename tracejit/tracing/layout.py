@@ -61,6 +61,14 @@ def view_strides(shape, strides, new_shape):
     return v.strides
 
 
+def view_op_window(op, shape, attrs):
+    """(element offset, element strides) where a view op's result reads a row-major input, from the op's own
+    implementation run on a stand-in (a loop kernel reads a slice in place by them)."""
+    x = _stand_in(shape, contiguous_strides(shape))
+    v = op.impl(x, **attrs)
+    return v.__array_interface__["data"][0] - x.__array_interface__["data"][0], v.strides
+
+
 def view_op_strides(op, shape, strides, attrs):
     """The strides of a view op's result, from the op's own implementation run on a stand-in."""
     if op.name == "view":           # its impl copies where it cannot alias; the model asks the strict question

@@ -155,8 +155,10 @@ class _LoopKernel:
             self.mode = "chunks"     # every sum is a full reduction: flat chunks, each summed on its own
         else:
             self.mode = "nd" if "bcast" in self.in_kinds or sums or wins or places else "flat"
-        self.windows = []            # (value name, input index, element offset, element strides per output dim)
-        self.places = []             # (output index, [(operand's value name, element offset, element strides)])
+        # strided accesses, by their (element offset, element strides per loop dim), passed as ints (wo, ws): the
+        # windows' loads (value name, input index, access) and the placed operands' stores (output index,
+        # [(operand's value name, access)])
+        self.strided, self.windows, self.places = [], [], []
         self._statements(body)
         self.r = len(shape)
         self.extra_names, self.extra_args = [], []
@@ -186,14 +188,17 @@ class _LoopKernel:
         self.stmts, self.stmt_dtypes, self.reductions = [], [], []
         for nd in body.nodes:
             if nd.op.window is not None:
-                off, strides = nd.op.window(nd)
                 nm = names[id(nd.outputs[0])] = f"x{len(self.ins) + len(self.windows)}"     # (a load, named so)
                 dtypes[id(nd.outputs[0])] = nd.outputs[0].dtype
-                self.windows.append((nm, next(j for j, v in enumerate(self.ins) if v is nd.inputs[0]), off, strides))
+                self.windows.append((nm, next(j for j, v in enumerate(self.ins) if v is nd.inputs[0]),
+                                     len(self.strided)))
+                self.strided.append(nd.op.window(nd))
                 continue
             if nd.op.places is not None:
-                self.places.append((out_index[id(nd.outputs[0])], [
-                    (names[id(x)], off, st) for x, (off, st) in zip(nd.inputs, nd.op.places(nd))]))
+                at = len(self.strided)
+                self.strided += nd.op.places(nd)
+                self.places.append((out_index[id(nd.outputs[0])], [(names[id(x)], at + q)
+                                                                   for q, x in enumerate(nd.inputs)]))
                 continue
             if nd.op.name == "sum":
                 self.reductions.append((out_index[id(nd.outputs[0])], names[id(nd.inputs[0])],
@@ -210,7 +215,7 @@ class _LoopKernel:
         self.red_outs |= {k for k, _ in self.places}          # (outputs not stored at the loop's index)
         self.stores = [f"out{k}[{{gu}}] = {names[id(o)]}" for k, o in enumerate(self.outs) if k not in self.red_outs]
         self.sink_names = {names[id(o)] for k, o in enumerate(self.outs) if k not in self.red_outs} | \
-            {src for _, src, _ in self.reductions} | {nm for _, ps in self.places for nm, _, _ in ps}
+            {src for _, src, _ in self.reductions} | {nm for _, ps in self.places for nm, _ in ps}
 
     def _nd_arguments(self):
         """The nd loop's dims (the output's, adjacent dims merged where no operand tells them apart) and the
@@ -218,7 +223,7 @@ class _LoopKernel:
         shape = self.shape
         groups = loop_dims(shape, [v.shape for v, kind in zip(self.ins, self.in_kinds) if kind == "bcast"],
                            [dims for _, _, dims in self.reductions],
-                           [st for _, _, _, st in self.windows] + [st for _, ps in self.places for _, _, st in ps])
+                           [st for _, st in self.strided])
         self.lshape = lshape = [int(np.prod([shape[a] for a in g], dtype=np.int64)) for g in groups]
         self.reductions = [(k, src, tuple(i for i, g in enumerate(groups) if g[0] in dims))
                            for k, src, dims in self.reductions]
@@ -237,15 +242,10 @@ class _LoopKernel:
             self.extra_names += [f"s{j}_{a}" for a in range(r)]
             self.extra_args += st
             self.last_stride[f"in{j}"] = st[-1]
-        for k, (_, _, off, strides) in enumerate(self.windows):
+        for k, (off, strides) in enumerate(self.strided):
             self.extra_names += [f"wo{k}"] + [f"ws{k}_{a}" for a in range(r)]
             self.extra_args += [off] + [strides[g[-1]] for g in groups]
-            self.last_stride[f"win{k}"] = strides[groups[-1][-1]]
-        for k, ps in self.places:
-            for q, (_, off, strides) in enumerate(ps):
-                self.extra_names += [f"po{k}_{q}"] + [f"ps{k}_{q}_{a}" for a in range(r)]
-                self.extra_args += [off] + [strides[g[-1]] for g in groups]
-                self.last_stride[f"place{k}_{q}"] = strides[groups[-1][-1]]
+            self.last_stride[f"w{k}"] = strides[groups[-1][-1]]
         for k, _, dims in self.reductions:
             st, acc = [0] * r, 1
             for a in range(r - 1, -1, -1):
@@ -352,12 +352,8 @@ class _LoopKernel:
                     lines.append(f"{ind}p{j}_{a} = " + (f"p{j}_{a - 1} + " if a else "") + f"i{a} * s{j}_{a}")
             for k, _, _ in reductions:
                 lines.append(f"{ind}q{k}_{a} = " + (f"q{k}_{a - 1} + " if a else "") + f"i{a} * rs{k}_{a}")
-            for k in range(len(self.windows)):
+            for k in range(len(self.strided)):
                 lines.append(f"{ind}u{k}_{a} = " + (f"u{k}_{a - 1}" if a else f"wo{k}") + f" + i{a} * ws{k}_{a}")
-            for k, ps in self.places:
-                for q in range(len(ps)):
-                    lines.append(f"{ind}pu{k}_{q}_{a} = " + (f"pu{k}_{q}_{a - 1}" if a else f"po{k}_{q}") +
-                                 f" + i{a} * ps{k}_{q}_{a}")
         # the last dim: flat offsets as unsigned integers (numba checks no negative index then, which it
         # would on `in0[o + i]`, an offset it cannot prove non-negative, and the loop vectorizes; a slice per
         # row instead costs ~20% more compile time for the same machine code)
@@ -370,17 +366,13 @@ class _LoopKernel:
                 loads.append((f"x{j}", f"x{j} = in{j}[{at('ob' if kind == 'full' else off(f'p{j}'))}]"))
             elif kind == "bcast":              # constant along the last dim
                 pre.append(f"x{j} = in{j}[{off(f'p{j}')}]")
-        for k, (nm, j, _, _) in enumerate(self.windows):     # (a unit last stride: a contiguous load, vectorized)
-            start = f"u{k}_{last - 1}" if last else f"wo{k}"
-            step = "{g}" if last_stride[f"win{k}"] == 1 else f"({{g}}) * ws{k}_{last}"
-            loads.append((nm, f"{nm} = in{j}[np.uint64({start} + {step})]"))
+        def strided(k):         # access k's index (a unit last stride: a contiguous access, vectorized)
+            step = "{g}" if last_stride[f"w{k}"] == 1 else f"({{g}}) * ws{k}_{last}"
+            return f"np.uint64({f'u{k}_{last - 1}' if last else f'wo{k}'} + {step})"
+        loads += [(nm, f"{nm} = in{j}[{strided(k)}]") for nm, j, k in self.windows]
         outs_ = [f"out{k}[{at('ob')}] = {self.names[id(o)]}" for k, o in enumerate(self.outs)
                  if k not in self.red_outs]
-        for k, ps in self.places:          # each operand where it lands in the output
-            for q, (nm, _, _) in enumerate(ps):
-                start = f"pu{k}_{q}_{last - 1}" if last else f"po{k}_{q}"
-                step = "{g}" if last_stride[f"place{k}_{q}"] == 1 else f"({{g}}) * ps{k}_{q}_{last}"
-                outs_.append(f"out{k}[np.uint64({start} + {step})] = {nm}")
+        outs_ += [f"out{k}[{strided(a)}] = {nm}" for k, ps in self.places for nm, a in ps]     # where each lands
         for k, src, _ in reductions:
             if last_stride[f"acc{k}"]:
                 accs.append(f"acc{k}[{at(off(f'q{k}'))}] += {src}")

@@ -66,12 +66,9 @@ def gemm_updates(g):
     -> gemm_acc(P, A, B)."""
     uses = use_counts(g, returned=2)      # (returned: never folded away)
 
-    def product(v):
-        return _product(v, uses)
-
     def scaled(v):
         """(A, B, transposed, k, the nodes it replaces) for v = k * product or a product (k = 1)."""
-        ab = product(v)
+        ab = _product(v, uses)
         if ab is not None:
             return ab[:3] + (1.0, ab[3])
         n = v.producer if isinstance(v, Value) else None
@@ -81,7 +78,7 @@ def gemm_updates(g):
         k, m = (x, y) if not isinstance(x, Value) else (y, x)
         if isinstance(k, Value) or isinstance(k, bool) or not isinstance(k, (int, float)):
             return None
-        ab = product(m)
+        ab = _product(m, uses)
         return None if ab is None else ab[:3] + (float(k), ab[3] + [n])
 
     # P a program input (a weight, optimizer state): an intermediate P (momentum's mu * buf) would leave the
