@@ -5,6 +5,7 @@ from ... import config
 from ...ir.graph import Value
 from ...passes.decompose import decompose
 from ...passes.fusion import can_fuse_windows, fusion
+from ...passes.loops import hoist_loops
 from .. import Backend, compile_bodies
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
@@ -36,7 +37,7 @@ class NumbaBackend(Backend):
         cgs = []
 
         def program(g, donate=None):            # (a loop's body is a program of its own, compiled here too)
-            g = compile_bodies(g, program)
+            g = compile_bodies(hoist_loops(g), program)
             cgs.append(CompiledGraph(fusion(shared_columns(product_sums(gemm_updates(decompose(g)))),
                                             can_fuse_windows, rows=True),
                                      fastmath=getattr(config, "fastmath", False), donate=donate, warm=False))

@@ -12,6 +12,7 @@ import time
 from sys import getrefcount
 
 import numpy as np
+from numba import get_num_threads
 
 from ..._keep import REFCOUNTS_EXACT, Keeper
 from ... import config
@@ -101,9 +102,13 @@ class CompiledGraph:
         k = len(self.kernels)
         ks = generate(n, f"fused_{k}", fastmath, self._sources)
         mod = _cache.load_module(ks.code, "kernel")
-        disp = mod.kernel_par if ks.size >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n) else mod.kernel
         name = n.op.name
-        self.kernels.append((name, ks, disp))
+        if ks.size >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n):
+            disp = _by_threads(mod)
+            self.kernels.append((name, ks, mod.kernel_par if get_num_threads() > 1 else mod.kernel))
+        else:
+            disp = mod.kernel
+            self.kernels.append((name, ks, disp))
         in_slots = [slot[id(v)] for v in n.inputs]
         out_slots = [slot[id(o)] for o in n.outputs]
         extra = ks.extra_args
@@ -125,7 +130,7 @@ class CompiledGraph:
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
             self._buf_specs.append((np.dtype(dt), (length,), None, at))
-        self._pending.append((name, disp, n, ks))
+        self._pending.append((name, self.kernels[-1][2], n, ks))     # (compiled now: the variant for now)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(v.shape) == 1 for v in n.inputs)
@@ -335,6 +340,17 @@ def _impl_step(n, slot):
 
 
 _CONST_COPY_MAX = 1 << 16     # elements
+
+
+def _by_threads(mod):
+    """A large kernel's dispatcher chosen per call: its prange variant where the calling thread may use more
+    than one numba thread (numba.set_num_threads is per thread and may change between calls), else the serial
+    one. One thread gains nothing from the prange variant, and it compiles ~3x slower."""
+    serial, par = mod.kernel, mod.kernel_par
+
+    def disp(*args):
+        return (par if get_num_threads() > 1 else serial)(*args)
+    return disp
 
 
 def _may_raise(n):

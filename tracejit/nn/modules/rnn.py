@@ -1,8 +1,9 @@
 """RNN, LSTM, GRU: PyTorch's modules (constructor arguments, parameter names and shapes, initialization,
 input and state layouts), each layer and direction a `tracejit.scan` over time.
 
-The input projection of a whole sequence is one matrix product before the loop; each step does the hidden
-projection and the gate math. Not supported (an error says so): LSTM's `proj_size`, packed sequences.
+The input projection of a whole sequence is one matrix product before the loop (with both biases, except
+GRU's, whose hidden bias sits inside its reset gate's product); each step does the hidden projection and the gate
+math. Not supported (an error says so): LSTM's `proj_size`, packed sequences.
 """
 import math
 
@@ -119,6 +120,10 @@ class RNNBase(Module):
                 w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
                 k = layer * D + d
                 state = (hx[0][k], hx[1][k]) if lstm else hx[k]
+                if self.mode != "GRU" and b_hh is not None:
+                    # both biases enter the gates as a sum: added once to the whole sequence's projection, not
+                    # per step, so their gradient is one sum after the loop, not a sum and an add per step
+                    b_ih, b_hh = b_ih + b_hh, None
                 gx = F.linear(x, w_ih, b_ih)            # every time step's input projection at once
                 state, ys = scan(self._step(w_hh, b_hh), state, gx, reverse=d == 1)
                 outs.append(ys)
