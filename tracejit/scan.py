@@ -1,7 +1,7 @@
 """`tracejit.scan`: a loop over the leading (or a chosen) dimension that carries state, like JAX's `lax.scan`
 and PyTorch's `torch._higher_order_ops.scan`.
 
-    final_carry, ys = tracejit.scan(combine_fn, init, xs, dim=0, reverse=False)
+    final_carry, ys = tracejit.scan(combine_fn, init, xs, dim=0, reverse=False, checkpoint=False)
 
 `combine_fn(carry, x) -> (next_carry, y)` is called once per slice `x` of `xs` along `dim` (from the last
 slice to the first with `reverse=True`); `carry` starts as `init`; the `y`s are stacked along `dim` in the
@@ -15,8 +15,10 @@ node of the program (ops/control.py): compiled once and run as a loop, its backw
 carries, so a trace of a 1000-step sequence costs what a trace of one step does. There `combine_fn` must be a
 pure function of its carry, its x and what it reads: an in-place update of a tensor from outside is an error.
 `as_op=True` runs that one op eagerly too: combine_fn is traced once, each step runs its graph, and autograd
-records one ScanBackward0 node, which keeps the carries of each step and nothing else (the backward recomputes
-each step from its carry), where the Python loop keeps every intermediate of every step.
+records one ScanBackward0 node. What the loop keeps of each step for its backward: the residuals its derivative
+reads (the values PyTorch's autograd would save, with cheap elementwise ones recomputed from fewer bytes), or
+with `checkpoint=True` the carries alone, each backward step then recomputing its forward step (less memory, more
+work); the Python loop keeps every intermediate of every step.
 """
 from ._state import STATE
 from ._tensor import Tensor
@@ -38,10 +40,11 @@ def _build(spec, it):
     return kind(_build(p, it) for p in parts)
 
 
-def scan(combine_fn, init, xs, *, dim=0, reverse=False, as_op=False):
+def scan(combine_fn, init, xs, *, dim=0, reverse=False, as_op=False, checkpoint=False):
     """Run `combine_fn(carry, x) -> (next_carry, y)` over the slices of `xs` along `dim`; returns
     `(final_carry, ys)` with the `y`s stacked along `dim`. See the module docstring. `as_op=True` runs it as
-    the one `scan` op eagerly too (combine_fn traced once, one ScanBackward0 node that keeps only the carries)."""
+    the one `scan` op eagerly too (combine_fn traced once, one ScanBackward0 node); `checkpoint=True` makes the
+    op keep only the carries of each step for its backward, which recomputes the steps."""
     from .ops.shape_ops import stack
     init_leaves, xs_leaves = [], []
     carry_spec = _leaves(init, init_leaves)
@@ -59,7 +62,7 @@ def scan(combine_fn, init, xs, *, dim=0, reverse=False, as_op=False):
     if n == 0:
         raise RuntimeError("scan: xs is empty along the scanned dimension")
     if as_op or STATE.tracer is not None:
-        return _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse)
+        return _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse, checkpoint)
     slices = [x.unbind(dim) for x in xs_leaves]
     carry = init
     ys = [None] * n
@@ -88,7 +91,7 @@ def _step_result(out, carry_spec, init_leaves):
     return carry, new_leaves, y_leaves, y_spec
 
 
-def _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse):
+def _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reverse, checkpoint):
     """combine_fn traced once into a body graph, the loop one `scan` op (ops/control.py): inside a trace, a node
     of the program; eagerly, one op on the tensors."""
     from .ops.control import run_scan
@@ -109,7 +112,7 @@ def _as_op(combine_fn, init_leaves, carry_spec, xs_leaves, xs_spec, n, dim, reve
     g.output_names = [f"carry{i}" for i in range(nc)] + [f"y{i}" for i in range(len(y_leaves))]
     ctx.check_captures("scan")
     del out, carry_leaves, y_leaves
-    res = run_scan(run_passes(g), init_leaves, xs0, ctx.captures, n, reverse)
+    res = run_scan(run_passes(g), init_leaves, xs0, ctx.captures, n, reverse, checkpoint)
     carry = _build(carry_spec, iter(res[:nc]))
     ys = [y if dim == 0 else movedim(y, 0, dim) for y in res[nc:]]
     return carry, _build(y_spec, iter(ys))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tracejit
-from tracejit.ops.control import backward_body
+from tracejit.ops.control import backward_body, split_body
 
 _rng = np.random.default_rng(7)
 
@@ -129,17 +129,43 @@ def test_lstm_training_step_traced_equals_eager_and_compiles_one_loop():
     assert len(g.nodes) < 200
 
 
-def test_backward_body_is_derived_once_per_body():
+def test_the_loop_is_split_once_per_body_and_its_backward_reads_residuals():
     w, b, h0, xs = _inputs(5)
-    f = tracejit.trace(_rnn_loss, backend="interpreter")
-    g = f.graph(w, b, h0, xs).entry.fwd
-    (node,) = [n for n in g.nodes if n.op.name == "scan"]
-    body = node.attrs["body"]
-    assert backward_body(body, 1, 1, False) is backward_body(body, 1, 1, False)
-    assert backward_body(body, 1, 1, True) is not backward_body(body, 1, 1, False)
-    names = backward_body(body, 1, 1, True).input_names
-    assert names == ["carry0.grad", "capture0.grad", "capture1.grad", "carry0", "x0", "y0.grad", "carry0.history.grad",
-                     "capture0", "capture1"]
+    e = tracejit.trace(_rnn_loss, backend="interpreter").graph(w, b, h0, xs).entry
+    (node,) = [n for n in e.fwd.nodes if n.op.name == "scan"]
+    fwd, bwd, ns = node.attrs["body"], node.attrs["grad"], node.attrs["saved"]
+    # the forward part returns the step's carry and y, then the residuals: the carry the step started from (first),
+    # and tanh's result (its derivative 1 - t^2 reads it); the matmul is not recomputed by the backward step
+    assert ns == 2 and fwd.outputs[2] is fwd.inputs[0] and fwd.outputs[3] is fwd.outputs[0]
+    assert bwd.input_names == ["carry0.grad", "capture0.grad", "capture1.grad", "saved0", "saved1", "x0", "y0.grad",
+                               "capture0", "capture1"]
+    assert sum(n.op.name == "matmul" for n in bwd.nodes) == 2 and not any(n.op.name == "tanh" for n in bwd.nodes)
+    (rev,) = [n for n in e.bwd.nodes if n.op.name == "scan"]
+    assert rev.attrs["body"] is bwd and rev.attrs["reverse"] and rev.attrs["saved"] == 0
+    assert split_body(fwd, 1, 1) is split_body(fwd, 1, 1)
+    # checkpointing: the residuals are the carries, and the backward step recomputes the forward step
+    cf, cb, cn = split_body(fwd, 1, 1, checkpoint=True)
+    assert cn == 1 and cb is backward_body(fwd, 1, 1) and cf.outputs[-1] is cf.inputs[0]
+    assert any(n.op.name == "tanh" for n in cb.nodes)
+    assert cb.input_names == ["carry0.grad", "capture0.grad", "capture1.grad", "carry0", "x0", "y0.grad", "y1.grad",
+                              "y2.grad", "capture0", "capture1"]
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_checkpointed_loop_equals_the_saving_loop(checkpoint):
+    ins = _inputs(6)
+    twins = [t.detach().clone().requires_grad_() for t in ins]
+
+    def f(w, b, h0, xs):
+        h, ys = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), (h * x).sum(-1)), h0, xs, checkpoint=checkpoint)
+        return (ys ** 2).sum() + h.sum()
+    le = _rnn_loss(*ins)
+    ge = tracejit.autograd.grad(le, ins)
+    lt = tracejit.trace(f, backend="numba")(*twins)
+    gt = tracejit.autograd.grad(lt, twins)
+    np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
+    for a, c in zip(ge, gt):
+        np.testing.assert_allclose(c.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_in_place_update_of_an_outside_tensor_is_an_error():
@@ -198,10 +224,10 @@ def test_op_shape_rule_names_the_mismatched_operand():
     w, b, h0, xs = _inputs(5)
     g = tracejit.trace(_rnn_loss, backend="interpreter").graph(w, b, h0, xs).entry.fwd
     (node,) = [n for n in g.nodes if n.op.name == "scan"]
-    attrs = dict(node.attrs, keep=False)
+    attrs = dict(node.attrs)
     args = [h0, xs, w, b]
-    out = call("scan", *args, **attrs)
-    assert [tuple(o.shape) for o in out] == [(3, 4), (5, 3)]
+    out = call("scan", *args, **attrs)          # the carry, the ys, then the residuals of each step
+    assert [tuple(o.shape) for o in out] == [(3, 4), (5, 3), (5, 3, 4), (5, 3, 4)]
     with pytest.raises(RuntimeError, match=r"operand 1 \(xs\) is float64\[6, 3, 4\], the body expects "
                                            r"float64\[5, 3, 4\]"):
         call("scan", h0, tracejit.cat([xs, xs[:1]]), w, b, **attrs)

@@ -1,17 +1,22 @@
 """`scan` as one op: a loop over the leading dimension of its `xs` that carries state, its body an IR graph.
 
-    scan(*init, *xs, *captures, body=G, n_carry=nc, n_x=nx, length=T, reverse=False, keep=False)
-        -> (*final_carry, *ys, *history)
+    scan(*init, *xs, *captures, body=G, n_carry=nc, n_x=nx, length=T, reverse=False, saved=0, grad=None)
+        -> (*final_carry, *ys)
 
 `G` maps (carry..., x_t..., captures...) to (next_carry..., y_t...): traced once (tracejit.scan traces the user's
 combine_fn into it), it runs T times, compiled once, whatever T is. `captures` are the tensors the body reads
 from outside (module parameters): operands like any other, so their gradients flow. ys stack the y_t along a new
-leading dim, in the order of xs (also with reverse=True, which runs t = T-1 .. 0). With `keep` the op also returns
-the history of carries (the carry each step started from, stacked): what its derivative reads.
+leading dim, in the order of xs (also with reverse=True, which runs t = T-1 .. 0).
 
-The derivative is a scan too: the reverse loop over the saved carries of G's own derivative (derived once per body
-by the autodiff machinery, cached on the body graph). Its carries are the carries' cotangents and the captures'
-gradients summed over steps; its ys are the xs' gradients. So gradients of scan are traced as one loop again.
+Where a gradient will be asked, the loop's body is the forward part of the step's derivative (`split_body`): its
+last `saved` ys are what the backward step reads of the forward step (residuals, stacked per step, as PyTorch's
+autograd saves them per op: gate pre-activations, say, from which the backward recomputes the cheap elementwise
+values), and `grad` is the backward step. The derivative is a scan too: the reverse loop of `grad` over the
+residuals; its carries are the carries' cotangents and the captures' gradients summed over steps; its ys are the
+xs' gradients. With `checkpoint=True` (tracejit.scan's option) the residuals are the carries alone and the
+backward step recomputes the forward step from its carry (less memory, more work). So gradients of scan are
+traced as one loop again, and differentiate again (a second derivative differentiates the loop of the forward
+part, residuals being ys like any other).
 
 `body` is an IR graph, or a backend's compiled form of one (an object with `.graph` and a call taking and
 returning lists of arrays): the numpy `impl` interprets a graph, a backend that compiles passes its callable.
@@ -34,7 +39,7 @@ def _runner(body):
     return body
 
 
-def _meta(*vals, body, n_carry, n_x, length, reverse, keep):
+def _meta(*vals, body, n_carry, n_x, length, reverse, saved=0, grad=None):
     g = body_graph(body)
     if len(vals) != len(g.inputs):
         raise RuntimeError(f"scan: the body takes {len(g.inputs)} operands, got {len(vals)}")
@@ -46,46 +51,38 @@ def _meta(*vals, body, n_carry, n_x, length, reverse, keep):
                                f"{b.dtype.name}{list(want)}")
     outs = [AVal(o.shape, o.dtype) for o in g.outputs[:n_carry]]
     outs += [AVal((length,) + tuple(o.shape), o.dtype) for o in g.outputs[n_carry:]]
-    if keep:
-        outs += [AVal((length,) + b.shape, b.dtype) for b in g.inputs[:n_carry]]
     return outs
 
 
-def _impl(*arrays, body, n_carry, n_x, length, reverse, keep):
-    _meta(*map(aval_of, arrays), body=body, n_carry=n_carry, n_x=n_x, length=length, reverse=reverse, keep=keep)
+def _impl(*arrays, body, n_carry, n_x, length, reverse, saved=0, grad=None):
+    _meta(*map(aval_of, arrays), body=body, n_carry=n_carry, n_x=n_x, length=length, reverse=reverse)
     g = body_graph(body)
     run = _runner(body)
     carry = list(arrays[:n_carry])
     xs = arrays[n_carry:n_carry + n_x]
     caps = list(arrays[n_carry + n_x:])
     ys = [np.empty((length,) + o.shape, o.dtype.np) for o in g.outputs[n_carry:]]
-    hist = [np.empty((length,) + b.shape, b.dtype.np) for b in g.inputs[:n_carry]] if keep else []
     for t in (range(length - 1, -1, -1) if reverse else range(length)):
-        for h, c in zip(hist, carry):
-            h[t] = c
         outs = run(carry + [x[t] for x in xs] + caps)
         carry = [np.asarray(c) for c in outs[:n_carry]]
         for y, v in zip(ys, outs[n_carry:]):
             y[t] = v
     # a carry the body passes through unchanged is an operand's array: the op's outputs are its own
     carry = [c.copy() if any(np.may_share_memory(c, a) for a in arrays) else c for c in carry]
-    return tuple(carry + ys + hist)
+    return tuple(carry + ys)
 
 
 def _floating(vals):
     return [i for i, v in enumerate(vals) if v.dtype.is_floating_point]
 
 
-def backward_body(g, n_carry, n_x, history):
-    """The body of scan's derivative, from the body `g` (cached on it): inputs (cotangents of the floating
-    carries, the captures' gradients so far, then per step the carry the forward step started from, x_t, the
-    cotangents of the floating y_t, with `history` those of the floating carries' history, then the captures),
-    outputs (the cotangents of the step's carries, the captures' gradients with this step's added, then the
-    gradients of the floating x_t). (The history has a cotangent in a second derivative: the first one read it.)"""
-    key = (n_carry, n_x, history)
-    cache = g.__dict__.setdefault("_scan_backward", {})
-    if key in cache:
-        return cache[key]
+def _derivative(g, n_carry, n_x, joint):
+    """The step's derivative as a graph, traced by the autograd machinery on tracers. `joint=False`: inputs
+    (cotangents of the floating carries, the captures' gradients so far, then per step the carry the forward step
+    started from, x_t, the cotangents of the floating y_t, then the captures), outputs (the cotangents of the step's
+    carries, the captures' gradients with this step's added, then the gradients of the floating x_t): the forward
+    step is recomputed. `joint=True`: inputs (carries, x_t, captures, then those cotangents and gradients so far),
+    outputs (the forward step's, then the derivative's): the graph `split_body` partitions."""
     from ..autograd.engine import run_backward
     from ..autograd.grad_mode import enable_grad
     from ..backends.interpreter import replay
@@ -102,13 +99,20 @@ def backward_body(g, n_carry, n_x, history):
 
         def inp(v, name):
             return ctx.tracer(G.add_input(v.shape, v.dtype, name))
-        g_carry = [inp(ins_g[i], f"carry{i}.grad") for i in fc]
-        g_acc = [inp(ins_g[i], f"capture{i - n_carry - n_x}.grad") for i in fcap]
+
+        def cotangents():
+            return ([inp(ins_g[i], f"carry{i}.grad") for i in fc],
+                    [inp(ins_g[i], f"capture{i - n_carry - n_x}.grad") for i in fcap])
+        if not joint:
+            g_carry, g_acc = cotangents()
         ins = [inp(v, f"carry{i}") for i, v in enumerate(ins_g[:n_carry])]
         ins += [inp(v, f"x{i}") for i, v in enumerate(ins_g[n_carry:n_carry + n_x])]
+        if joint:
+            ins += [inp(v, f"capture{i}") for i, v in enumerate(ins_g[n_carry + n_x:])]
+            g_carry, g_acc = cotangents()
         g_y = [inp(g.outputs[k], f"y{k - n_carry}.grad") for k in fy]
-        g_hist = [inp(ins_g[i], f"carry{i}.history.grad") for i in fc] if history else []
-        ins += [inp(v, f"capture{i}") for i, v in enumerate(ins_g[n_carry + n_x:])]
+        if not joint:
+            ins += [inp(v, f"capture{i}") for i, v in enumerate(ins_g[n_carry + n_x:])]
         wrt = fc + fx + fcap
         for i in wrt:
             ins[i]._requires_grad = True
@@ -122,44 +126,111 @@ def backward_body(g, n_carry, n_x, history):
         grads = [gr if gr is not None else zeros(tuple(ins[i].shape), dtype=ins[i].dtype)
                  for gr, i in zip(grads, wrt)]
         n1, n2 = len(fc), len(fc) + len(fx)
-        new = [a + b for a, b in zip(grads[:n1], g_hist)] if history else grads[:n1]
-        new += [a + b for a, b in zip(g_acc, grads[n2:])] + grads[n1:n2]
-        G.outputs = [ctx.value_of(t) for t in new]
-        G.output_names = [f"out{k}" for k in range(len(new))]
-    cache[key] = bwd = run_passes(G)
-    return bwd
+        new = grads[:n1] + [a + b for a, b in zip(g_acc, grads[n2:])] + grads[n1:n2]
+        G.outputs = [ctx.value_of(t) for t in (list(outs) if joint else []) + new]
+        G.output_names = (list(g.output_names) if joint else []) + [f"out{k}" for k in range(len(new))]
+    return run_passes(G), len(fc) + len(fcap) + len(fy)
+
+
+def backward_body(g, n_carry, n_x):
+    """The body of the reverse loop that recomputes each forward step from its carry (cached on `g`): see
+    `_derivative` (joint=False) for its inputs and outputs."""
+    cache = g.__dict__.setdefault("_scan_backward", {})
+    key = (n_carry, n_x)
+    if key not in cache:
+        cache[key] = _derivative(g, n_carry, n_x, False)[0]
+    return cache[key]
+
+
+def split_body(g, n_carry, n_x, checkpoint=False):
+    """(forward, backward, n_saved) for a loop that will be differentiated (cached on `g`). `forward` is `g` with
+    `n_saved` more outputs, the residuals its derivative reads, the carries first (so that a second derivative can
+    recompute the steps); `backward` is the reverse loop's body: inputs (cotangents of the floating carries, the
+    captures' gradients so far, the residuals, x_t, the cotangents of the floating y_t, the captures), outputs
+    those of `backward_body`. The residuals are chosen as the compiled program's forward/backward partition chooses
+    them (passes/partition.py: what the backward reads of the forward, the cheap elementwise values recomputed from
+    fewer saved bytes); with `checkpoint` they are the carries alone and the backward recomputes the step."""
+    from ..passes import dce, partition
+    cache = g.__dict__.setdefault("_scan_split", {})
+    key = (n_carry, n_x, checkpoint)
+    if key in cache:
+        return cache[key]
+    carries, xs, caps = g.inputs[:n_carry], g.inputs[n_carry:n_carry + n_x], g.inputs[n_carry + n_x:]
+    if checkpoint:
+        bwd = backward_body(g, n_carry, n_x)
+        fwd, saved = _with_outputs(g, carries), n_carry
+    else:
+        joint, n_ct = _derivative(g, n_carry, n_x, True)
+        ng = len(g.inputs)
+        fwd, bwd, saved = partition(joint, len(g.outputs), n_ct, shared=joint.inputs[n_carry:ng], recompute=True)
+        fwd, bwd = dce(fwd), dce(bwd)
+        # the residuals: the carries first (as the checkpointing backward reads them; one it does not read is an
+        # input it ignores), then the others; the backward's inputs in the reverse loop's order
+        names = dict(zip(map(id, bwd.inputs), bwd.input_names))
+        kept, kept_in = fwd.outputs[len(g.outputs):], bwd.inputs[:saved]
+        cts, shared = bwd.inputs[saved:saved + n_ct], bwd.inputs[saved + n_ct:]
+        res, res_in = [], []
+        for c in fwd.inputs[:n_carry]:
+            k = next((k for k, v in enumerate(kept) if v is c), None)
+            res.append(c)
+            res_in.append(kept_in[k] if k is not None else bwd.add_input(c.shape, c.dtype))
+        for v, u in zip(kept, kept_in):
+            if not any(v is c for c in fwd.inputs[:n_carry]):
+                res.append(v)
+                res_in.append(u)
+        fwd.outputs = fwd.outputs[:len(g.outputs)] + res
+        fwd.output_names = list(g.output_names) + [f"saved{k}" for k in range(len(res))]
+        names.update((id(v), f"saved{k}") for k, v in enumerate(res_in))
+        n = len(_floating(carries)) + len(_floating(caps))
+        bwd.inputs = cts[:n] + res_in + shared[:len(xs)] + cts[n:] + shared[len(xs):]
+        bwd.input_names = [names[id(v)] for v in bwd.inputs]
+        saved = len(res)
+    cache[key] = fwd, bwd, saved
+    return cache[key]
+
+
+def _with_outputs(g, extra):
+    """A copy of `g` that also returns `extra` (its values)."""
+    from ..passes.rewrite import Rewriter
+    r = Rewriter(g)
+    for n in g.nodes:
+        r.copy(n)
+    out = r.finish()
+    out.outputs += [r.get(v) for v in extra]
+    out.output_names += [f"saved{k}" for k in range(len(extra))]
+    return out
 
 
 def _vjp(c, *gs):
     from ..creation import zeros
     a = c.attrs
     g = body_graph(a["body"])
-    nc, nx = a["n_carry"], a["n_x"]
+    nc, nx, T = a["n_carry"], a["n_x"], a["length"]
     ins = c.inputs
-    ny = len(g.outputs) - nc
-    if a["keep"]:
-        outs = c.out
-        hist = list((outs if isinstance(outs, tuple) else (outs,))[nc + ny:])
-    else:       # recorded where no gradient was expected (a scan in a body being differentiated): run it again
-        hist = list(apply(OPS["scan"], *ins, **dict(a, keep=True))[nc + ny:])
+    xs, caps = list(ins[nc:nc + nx]), list(ins[nc + nx:])
+    ns, bwd = a["saved"], a["grad"]
+    ny = len(g.outputs) - nc - ns
+    outs = c.out if isinstance(c.out, tuple) else (c.out,)
+    if bwd is None:     # recorded where no gradient was expected (a scan in a body being differentiated): again
+        g, bwd, ns = split_body(g, nc, nx)
+        outs = apply(OPS["scan"], *ins, **dict(a, body=g, saved=ns, grad=bwd))
+        gs = gs + (None,) * ns
+    residuals = list(outs[nc + ny:])
+    if any(gr is not None for gr in gs[nc + ny:]):
+        # a second derivative: the residuals were read by the first one, so they have cotangents. Differentiate
+        # the loop of the forward part as any loop, its residuals being ys, recomputing each step from its carry
+        bwd, ny, residuals = backward_body(g, nc, nx), ny + ns, residuals[:nc]
     fc = _floating(g.inputs[:nc])
     fx = _floating(g.inputs[nc:nc + nx])
     fcap = [nc + nx + i for i in _floating(g.inputs[nc + nx:])]
-    fy = _floating(g.outputs[nc:])
+    fy = _floating(g.outputs[nc:nc + ny])
 
     def grad_or_zeros(k, like_shape, dtype):
         return gs[k] if gs[k] is not None else zeros(like_shape, dtype=dtype)
     g_final = [grad_or_zeros(i, g.outputs[i].shape, g.outputs[i].dtype) for i in fc]
     g_caps = [zeros(tuple(ins[i].shape), dtype=ins[i].dtype) for i in fcap]
-    g_ys = [grad_or_zeros(nc + k, (a["length"],) + tuple(g.outputs[nc + k].shape), g.outputs[nc + k].dtype)
-            for k in fy]
-    g_hist = [gs[nc + ny + i] if nc + ny + i < len(gs) else None for i in fc]
-    history = any(h is not None for h in g_hist)
-    g_hist = [h if h is not None else zeros(tuple(hist[i].shape), dtype=hist[i].dtype)
-              for h, i in zip(g_hist, fc)] if history else []
-    bwd = backward_body(g, nc, nx, history)
-    res = run_scan(bwd, g_final + g_caps, hist + list(ins[nc:nc + nx]) + g_ys + g_hist, list(ins[nc + nx:]),
-                   a["length"], not a["reverse"])
+    g_ys = [grad_or_zeros(nc + k, (T,) + tuple(g.outputs[nc + k].shape), g.outputs[nc + k].dtype) for k in fy]
+    res = run_scan(bwd, g_final + g_caps, residuals + xs + g_ys, caps, T, not a["reverse"])
     grads = [None] * len(ins)
     for k, i in enumerate(fc):
         grads[i] = res[k]
@@ -171,15 +242,17 @@ def _vjp(c, *gs):
     return tuple(grads)
 
 
-def run_scan(body, init, xs, captures, length, reverse):
-    """Apply the scan op to tensors: (final carries..., ys...). It keeps the carries' history (an output it does
-    not return) only when a gradient will be asked of it."""
+def run_scan(body, init, xs, captures, length, reverse, checkpoint=False):
+    """Apply the scan op to tensors: (final carries..., ys...). Where a gradient will be asked of it, the loop
+    runs the forward part of the body's derivative and keeps its residuals (outputs it does not return); see
+    `split_body`."""
     from .._tensor import Tensor
     args = list(init) + list(xs) + list(captures)
-    keep = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in args)
-    out = apply(OPS["scan"], *args, body=body, n_carry=len(init), n_x=len(xs), length=int(length),
-                reverse=bool(reverse), keep=keep)
-    return out[:len(out) - len(init)] if keep else out
+    attrs = dict(n_carry=len(init), n_x=len(xs), length=int(length), reverse=bool(reverse), saved=0, grad=None)
+    if STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in args):
+        body, attrs["grad"], attrs["saved"] = split_body(body, len(init), len(xs), checkpoint)
+    out = apply(OPS["scan"], *args, body=body, **attrs)
+    return out[:len(out) - attrs["saved"]] if attrs["saved"] else out
 
 
 defop("scan", _impl, _meta, _vjp, nout=0, saves="io", kind="other", grad_name="ScanBackward0")

@@ -7,7 +7,7 @@
   `P`, `Q` the stacks seen as [steps * rows, columns]. That is how a recurrent layer's weight gradient accumulates
   in its backward loop: one large product instead of one small product and one add per step.
 
-Applies to scans that do not return the history of their carries (`keep`, which a removed carry would be part of).
+A carry that is also returned otherwise (as a residual for the loop's derivative, say) stays a carry.
 """
 from ..ir.graph import Graph, Value
 from ..ops.registry import AVal, OPS
@@ -109,8 +109,6 @@ def _accumulations(outer, ins, attrs, old_outs):
     body = attrs["body"]
     nc, nx, ncap = _layout(attrs)
     n_out = len(old_outs)
-    if attrs.get("keep"):
-        return _emit(outer, ins, attrs, old_outs), lambda outs: outs
     users = body.users()
     returned = {id(o) for o in body.outputs}
     ys_at = {}

@@ -3,11 +3,14 @@ from ..ir.graph import Graph, Value
 from .dce import live_nodes
 
 
-def partition(joint, n_fwd_out, n_ct):
+def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
     """joint: inputs = forward inputs + `n_ct` cotangents (last); outputs = `n_fwd_out` forward outputs, then
     gradients. Returns (fwd, bwd, n_saved): fwd returns its outputs then the saved values; bwd takes the
-    saved values then the cotangents and returns the gradients."""
+    saved values, the cotangents, then the `shared` forward inputs (which the backward is given as they are,
+    never saved: a loop body's captures and per-step inputs), and returns the gradients. `recompute`: recompute
+    every elementwise value the backward can (see rematerialize), whatever the bytes."""
     cts = joint.inputs[len(joint.inputs) - n_ct:]
+    shared = list(shared)
     keep_f, _ = live_nodes(joint, joint.outputs[:n_fwd_out])
     keep_b, _ = live_nodes(joint, joint.outputs[n_fwd_out:])
     # random draws needed by the backward are made once, in the forward
@@ -20,7 +23,7 @@ def partition(joint, n_fwd_out, n_ct):
     saved, seen = [], set()
 
     def need(v):
-        if isinstance(v, Value) and v in fwd_defined and v not in seen:
+        if isinstance(v, Value) and v in fwd_defined and v not in seen and v not in shared:
             seen.add(v)
             saved.append(v)
     for n in bwd_nodes:
@@ -29,7 +32,9 @@ def partition(joint, n_fwd_out, n_ct):
     for o in joint.outputs[n_fwd_out:]:
         need(o)
     free = set(joint.inputs[:len(joint.inputs) - n_ct]) | {o for o in joint.outputs[:n_fwd_out] if isinstance(o, Value)}
-    bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, free)
+    bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, free, recompute)
+    if shared:
+        bwd_nodes, saved = _recompute_shared(joint, bwd_nodes, saved, shared)
 
     fwd = Graph()
     m = {}
@@ -45,10 +50,32 @@ def partition(joint, n_fwd_out, n_ct):
         mb[v] = bwd.add_input(v.shape, v.dtype, f"saved{k}")
     for v, nm in zip(cts, joint.input_names[len(joint.inputs) - n_ct:]):
         mb[v] = bwd.add_input(v.shape, v.dtype, nm)
+    for v in shared:
+        mb[v] = bwd.add_input(v.shape, v.dtype, joint.input_names[joint.inputs.index(v)])
     _copy(joint, bwd, bwd_nodes, mb)
     bwd.outputs = [mb[o] if isinstance(o, Value) else o for o in joint.outputs[n_fwd_out:]]
     bwd.output_names = list(joint.output_names[n_fwd_out:])
     return fwd, bwd, len(saved)
+
+
+def _recompute_shared(joint, bwd_nodes, saved, shared):
+    """Values computed from the shared inputs alone (a loop's weight transposed) are computed by the backward
+    from its own copy of them, not saved (per step, in a loop); shared inputs themselves are given, not saved."""
+    inv = set(shared) | set(joint.consts)
+    for n in joint.nodes:
+        if not n.op.random and all(not isinstance(i, Value) or i in inv for i in n.inputs):
+            inv.update(n.outputs)
+    order = {id(n): k for k, n in enumerate(joint.nodes)}
+    have = {id(n) for n in bwd_nodes}
+    stack = [v for v in saved if v in inv and v.producer is not None]
+    while stack:
+        n = stack.pop().producer
+        if id(n) not in have:
+            have.add(id(n))
+            bwd_nodes = bwd_nodes + [n]
+            stack += [i for i in n.inputs if isinstance(i, Value) and i.producer is not None]
+    bwd_nodes.sort(key=lambda n: order[id(n)])
+    return bwd_nodes, [v for v in saved if v not in inv]
 
 
 def _copy(joint, g, nodes, m):
@@ -75,11 +102,19 @@ def _nbytes(v):
 MAX_RECOMPUTE = 64     # forward nodes recomputed in the backward for one saved value, at most
 
 
-def _recomputable(n):
-    return n is not None and n.op.kind == "elementwise" and not n.op.random and n.op.nout == 1
+def _recomputable(n, views=False):
+    return n is not None and (n.op.kind == "elementwise" or views and n.op.view) and not n.op.random and n.op.nout == 1
 
 
-def rematerialize(joint, bwd_nodes, saved, free):
+def _no_smaller(v, free, consts, views):
+    """v's producer reads values that only a save could give the backward, of at least v's bytes: recomputing v
+    would save them instead of v (x + h @ W: the sum rather than the product)."""
+    ins = [u for u in v.producer.inputs if isinstance(u, Value) and u not in free and u not in consts]
+    return bool(ins) and not any(_recomputable(u.producer, views) for u in ins) and \
+        sum(_nbytes(u) for u in ins) >= _nbytes(v)
+
+
+def rematerialize(joint, bwd_nodes, saved, free, always=False):
     """Recompute cheap elementwise values in the backward instead of saving them, when that keeps fewer bytes
     alive between forward and backward (and makes the forward write fewer, the backward read fewer).
 
@@ -88,7 +123,9 @@ def rematerialize(joint, bwd_nodes, saved, free):
     anyway), constants, values already recomputed. Where the walk meets a value made by any other op
     (matmul, a reduction, a random draw), that value must be saved instead: v is recomputed when those new
     values are fewer bytes than v. One pass of extra elementwise work, which fusion absorbs into the
-    backward's kernels (a 30-op chain saves its input alone, not its 8 intermediate results)."""
+    backward's kernels (a 30-op chain saves its input alone, not its 8 intermediate results). `always`: recompute
+    whatever the bytes, views too (a loop's step: each saved value is one more array to store per step, and the
+    elementwise values of a step, an LSTM cell's gates, share the input they are recomputed from)."""
     order = {id(n): k for k, n in enumerate(joint.nodes)}
     saved = list(saved)
     is_saved = set(saved)
@@ -101,7 +138,8 @@ def rematerialize(joint, bwd_nodes, saved, free):
         changed = False
         # in the forward's order: a value's cone then stops at the values before it, recomputed already (in
         # reverse order each cone of a long chain would walk back to MAX_RECOMPUTE and fail, one pass per few)
-        cands = [u for u in saved if u in is_saved and u not in free and _recomputable(u.producer)]
+        cands = [u for u in saved if u in is_saved and u not in free and _recomputable(u.producer, always) and
+                 not (always and _no_smaller(u, free, joint.consts, always))]
         for v in sorted(cands, key=lambda u: order[id(u.producer)]):
             cone, extra, stack, seen = [], [], [v], {v}
             while stack and len(cone) <= MAX_RECOMPUTE:
@@ -111,8 +149,11 @@ def rematerialize(joint, bwd_nodes, saved, free):
                     if not isinstance(i, Value) or i in seen or i in is_saved or i in recomputed or i in joint.consts:
                         continue
                     seen.add(i)
-                    (stack if i not in free and _recomputable(i.producer) else extra).append(i)
-            if stack or len(cone) > MAX_RECOMPUTE or _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
+                    recompute = i not in free and _recomputable(i.producer, always) and \
+                        not (always and _no_smaller(i, free, joint.consts, always))
+                    (stack if recompute else extra).append(i)
+            if stack or len(cone) > MAX_RECOMPUTE or \
+                    not always and _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
                 continue
             is_saved.discard(v)
             saved.extend(extra)
