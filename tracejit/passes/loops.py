@@ -85,18 +85,22 @@ def _invariants(outer, ins, attrs):
             args.append(outer_of[i] if isinstance(i, Value) else i)
         outs = outer.add_node(nd.op, args, nd.attrs, nd.outputs)
         outer_of.update(zip(nd.outputs, outs))
-    # the hoisted values the rest of the body reads: new captures (contiguous: kernels read them every step)
-    read = []
+    # the hoisted values the rest of the body reads: new captures (made contiguous once where a reader is not a
+    # matrix product, which reads any strides: a kernel would copy a view on every step)
+    read, strided = [], set()
     for nd in body.nodes:
         if id(nd.outputs[0]) in moved:
             continue
         for i in nd.inputs:
-            if isinstance(i, Value) and id(i) in moved and i not in read:
-                read.append(i)
+            if isinstance(i, Value) and id(i) in moved:
+                if i not in read:
+                    read.append(i)
+                if nd.op.kind != "matmul":
+                    strided.add(id(i))
     new_ins = list(ins)
     for v in read:
         o = outer_of[v]
-        if o.producer is not None and o.producer.op.may_alias:
+        if id(v) in strided and o.producer is not None and o.producer.op.may_alias:
             o = outer.add_node(OPS["contiguous"], [o], {}, AVal(o.shape, o.dtype))[0]
         new_ins.append(o)
     new_body = _rebuild(body, list(body.inputs) + read, body.outputs, body.output_names)

@@ -366,13 +366,14 @@ def warm_kernels(graphs):
     jobs = [(name, disp, _warm_args(n, ks), len(ks.code)) for g in graphs for name, disp, n, ks in g._pending]
     for g in graphs:
         g._pending = []
-    mine, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
+    claim, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
+    done = set()
     try:
-        for i in mine:
+        for i in claim():
             _warm(*jobs[i][:3])
+            done.add(i)
     finally:
         wait()                  # (also when a kernel of ours failed: no helper outlives this call)
-    done = set(mine)
     for i in range(len(jobs)):
         if i not in done:
             _warm(*jobs[i][:3])

@@ -3,8 +3,10 @@
 numba compiles one function at a time under a process-wide lock (typing and lowering in Python, then
 LLVM): 80-400 ms per kernel here, so a program's first call pays the sum over its kernels. When at least
 two of them are not in the disk cache, `fork_compile` forks helpers (one per spare core, at most
-TRACEJIT_COMPILE_WORKERS; 0 turns this off): each compiles its share, which numba saves to the cache, and
-exits. The caller compiles its own share meanwhile, waits, and then loads the helpers' kernels from the
+TRACEJIT_COMPILE_WORKERS; 0 turns this off). The kernels to compile wait in a queue, longest first (a pipe
+of job numbers: each process reads the next one when it is free, so the work balances itself whatever each
+kernel really costs); a helper compiles what it takes, which numba saves to the cache, and exits at the end
+of the queue. The caller compiles what it takes meanwhile, waits, and then loads the helpers' kernels from the
 cache. A helper that fails or hangs costs only time: whatever it did not leave in the cache the caller
 compiles itself. On by default on Linux; on other POSIX systems (fork) only when TRACEJIT_COMPILE_WORKERS asks.
 The fork happens while holding numba's compiler lock, so no other thread of the caller is inside numba, and a
@@ -44,9 +46,10 @@ def _needs_compiling(disp):
 
 
 def fork_compile(jobs):
-    """jobs: [(dispatcher, args, size of its source)]. Returns (mine, wait): the indices of the jobs the caller
-    runs first, and a function that waits for the helpers; the caller then runs the other jobs (cache loads)."""
-    everything = list(range(len(jobs)))
+    """jobs: [(dispatcher, args, size of its source)]. Returns (claim, wait): `claim()` yields the indices of the
+    jobs the caller compiles, taken from the queue the helpers take from too, and `wait()` waits for the helpers;
+    the caller then runs every job (the others load from the cache, or compile where a helper failed)."""
+    everything = lambda: iter(range(len(jobs)))      # noqa: E731  (no helpers: the caller runs them all)
     n = max_helpers()
     if n <= 0 or not hasattr(os, "fork"):
         return everything, _nothing
@@ -59,47 +62,69 @@ def fork_compile(jobs):
             todo.append((size * (3 if disp.targetoptions.get("parallel") else 1), i))
     if len(todo) < 2:
         return everything, _nothing
-    # longest first, each to the least loaded of the caller (bin 0) and the helpers
-    bins = [[0, []] for _ in range(min(n, len(todo) - 1) + 1)]
-    for cost, i in sorted(todo, reverse=True):
-        b = min(bins, key=lambda b: b[0])
-        b[0] += cost
-        b[1].append(i)
-    theirs = set(id(jobs[i][0]) for _, share in bins[1:] for i in share)     # (their dispatchers, shared too)
+    todo = [i for _, i in sorted(todo, reverse=True)][:_QUEUE_MAX]
     # numba's first compilation in a process installs its typing and lowering registries (~0.2 s): once, here,
     # for the helpers to inherit
+    from numba import typeof
     from numba.core.registry import cpu_target
     from numba.core.compiler_lock import global_compiler_lock
     with global_compiler_lock:          # (another thread's numba compilation refreshes them too)
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
+    sigs = {i: (jobs[i][0], tuple(typeof(a) for a in jobs[i][1])) for i in todo}
+    r, w = os.pipe()
+    os.write(w, b"".join(i.to_bytes(4, "little") for i in todo))       # (fits the pipe: _QUEUE_MAX)
+    os.close(w)
     pids = []
-    for _, share in bins[1:]:
-        pid = _fork_helper([jobs[i] for i in share])
+    for _ in range(min(n, len(todo) - 1)):
+        pid = _fork_helper(_taken(r, sigs))
         if pid:
-            pids.append((pid, len(share)))
+            pids.append(pid)
     if not pids:
+        os.close(r)
         return everything, _nothing
     started = time.monotonic()
+    mine, reading = [], [r]
+
+    def done_reading():
+        if reading:
+            os.close(reading.pop())
+
+    def claim():
+        for i in _taken(r, None):
+            mine.append(i)
+            yield i
+        done_reading()
 
     def wait():
+        done_reading()
         deadline = time.monotonic() + _GRACE_S + 2 * (time.monotonic() - started)
-        for pid, k in pids:
-            if _reap(pid, deadline):
-                _STATS["compiled_by_helpers"] += k
-            else:
-                _STATS["helper_failures"] += 1
-    return [i for i in everything if id(jobs[i][0]) not in theirs], wait
+        ok = [_reap(pid, deadline) for pid in pids]
+        _STATS["helper_failures"] += ok.count(False)
+        if all(ok):
+            _STATS["compiled_by_helpers"] += len(todo) - len(mine)
+    return claim, wait
+
+
+_QUEUE_MAX = 8192       # job numbers of 4 bytes, within a pipe's 64 KiB (more: the caller compiles the rest)
+
+
+def _taken(r, sigs):
+    """The jobs this process takes from the queue, one at a time: indices (sigs None), or (dispatcher, signature)."""
+    while True:
+        b = os.read(r, 4)               # (4 bytes of a pipe written whole before any reader: one job, taken once)
+        if len(b) < 4:
+            return
+        i = int.from_bytes(b, "little")
+        yield i if sigs is None else sigs[i]
 
 
 def _nothing():
     pass
 
 
-def _fork_helper(share):
+def _fork_helper(sigs):
     from numba.core.compiler_lock import global_compiler_lock
-    from numba import typeof
-    sigs = [(disp, tuple(typeof(a) for a in args)) for disp, args, _ in share]
     with global_compiler_lock, warnings.catch_warnings():   # no other thread is compiling while it is copied
         # Python 3.12+ and jax warn about fork in a threaded process: the helper runs none of those threads'
         # code (a deadlock there would only cost time: see _reap)
