@@ -30,7 +30,7 @@ BENCHES = find_benches()
 
 # the order of the default suite; other bench_*.py files with a run() follow
 ORDER = ("eager_overhead", "fused_chain", "small_call", "long_chains", "user_chains", "rows", "mlp_step", "cnn_step",
-         "resnet_step", "gpt_step",
+         "resnet_step", "gpt_step", "rnn_step",
          "compile_latency")
 # benchmarks other people are writing: asking for one that is not there yet is a skip, not an error
 EXPECTED = ("eager_overhead", "fused_chain", "rows", "mlp_step", "compile_latency")
