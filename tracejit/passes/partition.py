@@ -7,8 +7,9 @@ def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
     """joint: inputs = forward inputs + `n_ct` cotangents (last); outputs = `n_fwd_out` forward outputs, then
     gradients. Returns (fwd, bwd, n_saved): fwd returns its outputs then the saved values; bwd takes the
     saved values, the cotangents, then the `shared` forward inputs (which the backward is given as they are,
-    never saved: a loop body's captures and per-step inputs), and returns the gradients. `recompute`: recompute
-    every elementwise value the backward can (see rematerialize), whatever the bytes."""
+    never saved: a loop body's captures and per-step inputs), and returns the gradients. `recompute` (a loop's
+    step): recompute every elementwise value the backward can (see rematerialize), whatever the bytes, and count
+    only the shared inputs as free."""
     cts = joint.inputs[len(joint.inputs) - n_ct:]
     shared = list(shared)
     keep_f, _ = live_nodes(joint, joint.outputs[:n_fwd_out])
@@ -31,7 +32,10 @@ def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
             need(i)
     for o in joint.outputs[n_fwd_out:]:
         need(o)
-    free = set(joint.inputs[:len(joint.inputs) - n_ct]) | {o for o in joint.outputs[:n_fwd_out] if isinstance(o, Value)}
+    # what the backward has without a save: the caller holds the forward's inputs and outputs (in a loop, only the
+    # shared inputs: a step's carries and outputs would be saved per step too)
+    free = set(shared) if recompute else \
+        set(joint.inputs[:len(joint.inputs) - n_ct]) | {o for o in joint.outputs[:n_fwd_out] if isinstance(o, Value)}
     bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, free, recompute)
     if shared:
         bwd_nodes, saved = _recompute_shared(joint, bwd_nodes, saved, shared)
