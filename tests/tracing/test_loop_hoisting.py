@@ -17,8 +17,8 @@ def _scans(g):
 
 def _rnn_loss(w, b, h0, xs):
     # w.t() reads only captures: a loop invariant; x enters the step's sum alone, so the gradient dz_t of the sum
-    # is the gradient of x_t, stacked by the backward loop, and w's gradient accumulates dz_t^T @ h_t
-    h, ys = tracejit.scan(lambda h, x: ((x + h @ w.t()).tanh(), h * b), h0, xs)
+    # is the gradient of x_t, stacked by the backward loop: w's gradient accumulates dz_t^T @ h_t, b's dz_t.sum(0)
+    h, ys = tracejit.scan(lambda h, x: ((x + h @ w.t() + b).tanh(), h * 2), h0, xs)
     return (ys ** 2).sum() + h.sum()
 
 
@@ -52,10 +52,12 @@ def test_invariants_leave_the_body_and_accumulated_products_leave_the_loop():
     assert len(body.inputs) == len(fwd.attrs["body"].inputs) + 1
     assert sum(n.op.name == "permute" for n in fwd.attrs["body"].nodes) >= 1
     assert not any(n.op.name == "permute" for n in body.nodes)
-    # the backward loop carried the gradients of h, w and b; w's (sum_t h_t^T @ dz_t) is now one product after it
-    assert hbwd.attrs["n_carry"] == bwd.attrs["n_carry"] - 1
+    # the backward loop carried the gradients of h, w and b; w's (sum_t dz_t^T @ h_t) is now one product after it,
+    # b's (sum_t dz_t.sum(0)) one sum
+    assert bwd.attrs["n_carry"] == 3 and hbwd.attrs["n_carry"] == 1
     after = h.nodes[h.nodes.index(hbwd) + 1:]
     assert any(n.op.name == "matmul" and n.outputs[0].shape == (4, 4) for n in after)
+    assert any(n.op.name == "sum" and n.attrs["dims"] == (0, 1) for n in after)
     arrays = [t.detach().numpy() for t in ins]
     for a, b in zip(run(g, arrays), run(h, arrays)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12, atol=1e-12)

@@ -2,10 +2,11 @@
 
 - **Loop invariants**: body nodes computed from the captures and constants alone (a weight's transpose) run once
   before the loop; what the body reads of them becomes new captures.
-- **Accumulations of products**: a carry that only accumulates `acc + P_t^T @ Q_t`, where `P_t` and `Q_t` are
-  per-step slices the loop stacks anyway (its xs or its ys), is one product after the loop: `acc + P^T @ Q` with
-  `P`, `Q` the stacks seen as [steps * rows, columns]. That is how a recurrent layer's weight gradient accumulates
-  in its backward loop: one large product instead of one small product and one add per step.
+- **Accumulations**: a carry that only accumulates `acc + P_t^T @ Q_t`, where `P_t` and `Q_t` are per-step slices
+  the loop stacks anyway (its xs or its ys), is one product after the loop: `acc + P^T @ Q` with `P`, `Q` the
+  stacks seen as [steps * rows, columns]; one that accumulates a sum of such a slice, `acc + Y_t.sum(dims)`, is one
+  sum of the stack. That is how a recurrent layer's weight and bias gradients accumulate in its backward loop: one
+  large product or sum instead of one small one and one add per step.
 
 A carry that is also returned otherwise (as a residual for the loop's derivative, say) stays a carry.
 """
@@ -108,8 +109,9 @@ def _invariants(outer, ins, attrs):
 
 
 def _accumulations(outer, ins, attrs, old_outs):
-    """Carries that accumulate `acc + P_t^T @ Q_t` over stacked per-step values leave the loop: returns the scan's
-    new outputs emitted in `outer`, and `finish(outs)` that maps them to the old node's outputs."""
+    """Carries that accumulate `acc + P_t^T @ Q_t` or `acc + Y_t.sum(dims)` over stacked per-step values leave the
+    loop: returns the scan's new outputs emitted in `outer`, and `finish(outs)` that maps them to the old node's
+    outputs."""
     body = attrs["body"]
     nc, nx, ncap = _layout(attrs)
     n_out = len(old_outs)
@@ -125,7 +127,11 @@ def _accumulations(outer, ins, attrs, old_outs):
             return ("x", body.inputs.index(v))
         return ("y", ys_at[id(v)]) if id(v) in ys_at else None
 
-    moved = {}                          # carry index -> (P's stack, Q's stack)
+    def only_read(v):                   # v is computed in the step and read once, by the accumulation
+        return isinstance(v, Value) and v.producer is not None and len(users.get(id(v), ())) == 1 and \
+            id(v) not in returned
+
+    moved = {}                          # carry index -> ("mm", P's stack, Q's stack) or ("sum", Y's stack, dims)
     for k in range(nc):
         acc, out = body.inputs[k], body.outputs[k]
         p = out.producer
@@ -133,18 +139,27 @@ def _accumulations(outer, ins, attrs, old_outs):
                 sum(o is out for o in body.outputs) != 1:
             continue
         others = [i for i in p.inputs if i is not acc]
-        if len(others) != 1 or not isinstance(others[0], Value) or others[0].producer is None:
+        if len(others) != 1 or not only_read(others[0]) or tuple(others[0].shape) != tuple(acc.shape):
             continue
-        mm = others[0].producer
-        if mm.op.name != "matmul" or len(users.get(id(others[0]), ())) != 1 or id(others[0]) in returned:
+        term = others[0].producer
+        if term.op.name in ("view", "reshape") and only_read(term.inputs[0]):
+            term = term.inputs[0].producer             # a sum's keepdim dims dropped: the same numbers
+        if term.op.name == "sum" and not term.attrs.get("dtype"):
+            sy = stack_of(term.inputs[0])
+            dims = term.attrs["dims"]
+            dims = tuple(range(term.inputs[0].ndim)) if dims is None else tuple(d % term.inputs[0].ndim for d in dims)
+            if sy is not None and term.inputs[0].dtype is acc.dtype:
+                moved[k] = ("sum", sy, dims)
             continue
-        a, b = mm.inputs
+        if term.op.name != "matmul":
+            continue
+        a, b = term.inputs
         if a.producer is None or a.producer.op.name != "permute" or tuple(a.producer.attrs["dims"]) != (1, 0):
             continue
         sp, sq = stack_of(a.producer.inputs[0]), stack_of(b)
         if sp is None or sq is None or b.ndim != 2:
             continue
-        moved[k] = (sp, sq)
+        moved[k] = ("mm", sp, sq)
     if not moved:
         return _emit(outer, ins, attrs, old_outs), lambda outs: outs
     keep = [k for k in range(nc) if k not in moved]
@@ -170,11 +185,21 @@ def _accumulations(outer, ins, attrs, old_outs):
             rows = v.shape[0] * v.shape[1]
             return outer.add_node(OPS["view"], [v], {"shape": (rows, v.shape[2])},
                                   AVal((rows, v.shape[2]), v.dtype))[0]
-        for k, (sp, sq) in moved.items():
-            p, q = stacked(sp), stacked(sq)
-            pt = outer.add_node(OPS["permute"], [p], {"dims": (1, 0)}, AVal((p.shape[1], p.shape[0]), p.dtype))[0]
-            prod = outer.add_node(OPS["matmul"], [pt, q], {}, AVal((pt.shape[0], q.shape[1]), q.dtype))[0]
-            res[k] = outer.add_node(OPS["add"], [ins[k], prod], {}, AVal(prod.shape, prod.dtype))[0]
+        for k, (kind, s1, s2) in moved.items():
+            acc = ins[k]
+            if kind == "mm":
+                p, q = stacked(s1), stacked(s2)
+                pt = outer.add_node(OPS["permute"], [p], {"dims": (1, 0)}, AVal((p.shape[1], p.shape[0]), p.dtype))[0]
+                total = outer.add_node(OPS["matmul"], [pt, q], {}, AVal((pt.shape[0], q.shape[1]), q.dtype))[0]
+            else:           # the per-step sums summed over the steps too: one sum of the stack
+                y = ins[s1[1]] if s1[0] == "x" else rest[s1[1]]
+                dims = (0,) + tuple(d + 1 for d in s2)
+                kept = tuple(n for d, n in enumerate(y.shape) if d not in dims)
+                total = outer.add_node(OPS["sum"], [y], {"dims": dims, "keepdim": False}, AVal(kept, y.dtype))[0]
+                if kept != tuple(acc.shape):
+                    total = outer.add_node(OPS["view"], [total], {"shape": tuple(acc.shape)},
+                                           AVal(acc.shape, acc.dtype))[0]
+            res[k] = outer.add_node(OPS["add"], [acc, total], {}, AVal(acc.shape, acc.dtype))[0]
         return res
     return outs, finish
 
