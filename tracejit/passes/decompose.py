@@ -16,17 +16,21 @@ def decompose(g):
     from ..autograd.grad_mode import no_grad
     from ..tracing.tracer import TraceContext
     rw = Rewriter(g)
+    done = {}           # the parts of an op on operands of these shapes and dtypes, with these attributes
     for n in g.nodes:
         if not n.op.fuses_in_parts:
             rw.copy(n)
             continue
-        with TraceContext() as ctx, no_grad():
-            args = [ctx.tracer(ctx.graph.add_input(v.shape, v.dtype)) if isinstance(v, Value) else v
-                    for v in n.inputs]
-            res = n.op.decompose(*args, **n.attrs)
-            res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
-            outs = [ctx.value_of(r) for r in res]
-        sub = ctx.graph
+        key = (n.op.name, tuple((v.shape, v.dtype) if isinstance(v, Value) else ("arg", repr(v)) for v in n.inputs),
+               repr(sorted(n.attrs.items())))
+        if key not in done:         # (an unrolled loop's nn.Linear: hundreds of addmm nodes, one decomposition)
+            with TraceContext() as ctx, no_grad():
+                args = [ctx.tracer(ctx.graph.add_input(v.shape, v.dtype)) if isinstance(v, Value) else v
+                        for v in n.inputs]
+                res = n.op.decompose(*args, **n.attrs)
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                done[key] = ctx.graph, [ctx.value_of(r) for r in res]
+        sub, outs = done[key]
         m = {sv: rw.get(v) for sv, v in zip(sub.inputs, [v for v in n.inputs if isinstance(v, Value)])}
         for sv, arr in sub.consts.items():
             m[sv] = rw.g.add_const(arr)
