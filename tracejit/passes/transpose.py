@@ -7,7 +7,6 @@ then reads it in order instead of a transposed copy (4 MiB of float32 transposed
 """
 from ..ir.graph import Value
 from ..ops.registry import OPS
-from .dce import dce
 from .rewrite import Rewriter, use_counts
 
 
@@ -19,10 +18,16 @@ def _rewritable(n, uses):
         and all(isinstance(x, Value) and x.ndim == 2 for x in m.inputs)
 
 
+def _transposed(x):
+    """The node computing x as a transpose of a 2-D value, or None."""
+    p = x.producer
+    return p if p is not None and p.op.name == "permute" and tuple(p.attrs["dims"]) == (1, 0) else None
+
+
 def _t(r, x):
     """x.T in the new graph: the operand of x when x is itself a transpose (autodiff's `g.T`), else a permute."""
-    p = x.producer
-    if p is not None and p.op.name == "permute" and tuple(p.attrs["dims"]) == (1, 0):
+    p = _transposed(x)
+    if p is not None:
         return r.get(p.inputs[0])
     x = r.get(x)
     return r.g.add_node(OPS["permute"], [x], {"dims": (1, 0)}, [OPS["permute"].meta(x, dims=(1, 0))])[0]
@@ -33,6 +38,12 @@ def transposed_products(g):
     found = [n for n in g.nodes if _rewritable(n, uses)]
     if not found:
         return g                    # (nothing to rewrite: no copy of the graph)
+    # not copied: the products (read only by their transposes) and transposed operands read only by them
+    skip = set()
+    for n in found:
+        m = n.inputs[0].producer
+        skip.add(id(m))
+        skip.update(id(_transposed(x)) for x in m.inputs if _transposed(x) is not None and uses[id(x)] == 1)
     found = set(map(id, found))
     r = Rewriter(g)
     for n in g.nodes:
@@ -40,6 +51,6 @@ def transposed_products(g):
             a, b = n.inputs[0].producer.inputs
             (out,) = r.g.add_node(OPS["matmul"], [_t(r, b), _t(r, a)], {}, [n.outputs[0]])
             r.alias(n.outputs[0], out)
-        else:
+        elif id(n) not in skip:
             r.copy(n)
-    return dce(r.finish())          # (the original products, now unread)
+    return r.finish()
