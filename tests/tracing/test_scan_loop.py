@@ -34,17 +34,28 @@ def test_graph_size_does_not_grow_with_the_sequence():
     assert sizes[0] == sizes[1]
 
 
-@pytest.mark.parametrize("backend", ["numba", "interpreter"])
-def test_traced_loop_equals_eager_loop_with_gradients(backend):
-    ins = _inputs(9)
+def _traced_equals_eager(traced, ins, eager=_rnn_loss):
+    """traced(*ins) and its gradients equal the eager Python loop's."""
     twins = [t.detach().clone().requires_grad_() for t in ins]
-    le = _rnn_loss(*ins)
+    le = eager(*ins)
     ge = tracejit.autograd.grad(le, ins)
-    lt = tracejit.trace(_rnn_loss, backend=backend)(*twins)
+    lt = traced(*twins)
     gt = tracejit.autograd.grad(lt, twins)
     np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
     for a, b in zip(ge, gt):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numba", "interpreter"])
+def test_traced_loop_equals_eager_loop_with_gradients(backend):
+    _traced_equals_eager(tracejit.trace(_rnn_loss, backend=backend), _inputs(9))
+
+
+def test_loop_invariants_and_accumulations_moved_out_by_the_numba_backend_equal_eager():
+    def f(w, b, h0, xs):    # w.t(): an invariant; w's and b's gradients: accumulations (passes/loops.py)
+        h, ys = tracejit.scan(lambda h, x: ((x + h @ w.t() + b).tanh(), h * 2), h0, xs)
+        return (ys ** 2).sum() + h.sum()
+    _traced_equals_eager(tracejit.trace(f, backend="numba"), _inputs(12), f)
 
 
 def test_as_op_eagerly_equals_the_python_loop_and_keeps_one_node():
@@ -159,18 +170,11 @@ def test_the_loop_is_split_once_per_body_and_its_backward_reads_residuals():
 @pytest.mark.parametrize("checkpoint", [False, True])
 def test_checkpointed_loop_equals_the_saving_loop(checkpoint):
     ins = _inputs(6)
-    twins = [t.detach().clone().requires_grad_() for t in ins]
 
     def f(w, b, h0, xs):
         h, ys = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), (h * x).sum(-1)), h0, xs, checkpoint=checkpoint)
         return (ys ** 2).sum() + h.sum()
-    le = _rnn_loss(*ins)
-    ge = tracejit.autograd.grad(le, ins)
-    lt = tracejit.trace(f, backend="numba")(*twins)
-    gt = tracejit.autograd.grad(lt, twins)
-    np.testing.assert_allclose(lt.item(), le.item(), rtol=1e-12)
-    for a, c in zip(ge, gt):
-        np.testing.assert_allclose(c.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+    _traced_equals_eager(tracejit.trace(f, backend="numba"), ins)
 
 
 def test_in_place_update_of_an_outside_tensor_is_an_error():
