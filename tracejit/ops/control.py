@@ -147,9 +147,10 @@ def split_body(g, n_carry, n_x, checkpoint=False):
     `n_saved` more outputs, the residuals its derivative reads, the carries first (so that a second derivative can
     recompute the steps); `backward` is the reverse loop's body: inputs (cotangents of the floating carries, the
     captures' gradients so far, the residuals, x_t, the cotangents of the floating y_t, the captures), outputs
-    those of `backward_body`. The residuals are chosen as the compiled program's forward/backward partition chooses
-    them (passes/partition.py: what the backward reads of the forward, the cheap elementwise values recomputed from
-    fewer saved bytes); with `checkpoint` they are the carries alone and the backward recomputes the step."""
+    those of `backward_body`. The residuals are chosen by the forward/backward partition of the compiled programs
+    (passes/partition.py) in its mode for a loop's step: what the backward reads of the forward, less the
+    elementwise values and views it can recompute from the others (an LSTM step keeps h, c and the gates'
+    pre-activations); with `checkpoint` they are the carries alone and the backward recomputes the step."""
     from ..passes import dce, partition
     cache = g.__dict__.setdefault("_scan_split", {})
     key = (n_carry, n_x, checkpoint)

@@ -70,13 +70,14 @@ def _recompute_shared(joint, bwd_nodes, saved, shared):
         if not n.op.random and all(not isinstance(i, Value) or i in inv for i in n.inputs):
             inv.update(n.outputs)
     order = {id(n): k for k, n in enumerate(joint.nodes)}
+    bwd_nodes = list(bwd_nodes)
     have = {id(n) for n in bwd_nodes}
     stack = [v for v in saved if v in inv and v.producer is not None]
     while stack:
         n = stack.pop().producer
         if id(n) not in have:
             have.add(id(n))
-            bwd_nodes = bwd_nodes + [n]
+            bwd_nodes.append(n)
             stack += [i for i in n.inputs if isinstance(i, Value) and i.producer is not None]
     bwd_nodes.sort(key=lambda n: order[id(n)])
     return bwd_nodes, [v for v in saved if v not in inv]
@@ -133,6 +134,10 @@ def rematerialize(joint, bwd_nodes, saved, free, always=False):
     order = {id(n): k for k, n in enumerate(joint.nodes)}
     saved = list(saved)
     is_saved = set(saved)
+
+    def worth(u):           # u could be recomputed instead of saved
+        return u not in free and _recomputable(u.producer, always) and \
+            not (always and _no_smaller(u, free, joint.consts, always))
     bwd = list(bwd_nodes)
     recomputed = set()      # values the backward computes itself
     for n in bwd:
@@ -142,8 +147,7 @@ def rematerialize(joint, bwd_nodes, saved, free, always=False):
         changed = False
         # in the forward's order: a value's cone then stops at the values before it, recomputed already (in
         # reverse order each cone of a long chain would walk back to MAX_RECOMPUTE and fail, one pass per few)
-        cands = [u for u in saved if u in is_saved and u not in free and _recomputable(u.producer, always) and
-                 not (always and _no_smaller(u, free, joint.consts, always))]
+        cands = [u for u in saved if u in is_saved and worth(u)]
         for v in sorted(cands, key=lambda u: order[id(u.producer)]):
             cone, extra, stack, seen = [], [], [v], {v}
             while stack and len(cone) <= MAX_RECOMPUTE:
@@ -153,9 +157,7 @@ def rematerialize(joint, bwd_nodes, saved, free, always=False):
                     if not isinstance(i, Value) or i in seen or i in is_saved or i in recomputed or i in joint.consts:
                         continue
                     seen.add(i)
-                    recompute = i not in free and _recomputable(i.producer, always) and \
-                        not (always and _no_smaller(i, free, joint.consts, always))
-                    (stack if recompute else extra).append(i)
+                    (stack if worth(i) else extra).append(i)
             if stack or len(cone) > MAX_RECOMPUTE or \
                     not always and _nbytes(v) <= sum(_nbytes(i) for i in extra if i not in free):
                 continue
