@@ -131,7 +131,7 @@ def _accumulations(outer, ins, attrs, old_outs):
         return isinstance(v, Value) and v.producer is not None and len(users.get(id(v), ())) == 1 and \
             id(v) not in returned
 
-    moved = {}                          # carry index -> ("mm", P's stack, Q's stack) or ("sum", Y's stack, dims)
+    moved = {}              # carry index -> ("product", P's stack, Q's stack) or ("total", Y's stack, dims)
     for k in range(nc):
         acc, out = body.inputs[k], body.outputs[k]
         p = out.producer
@@ -142,14 +142,14 @@ def _accumulations(outer, ins, attrs, old_outs):
         if len(others) != 1 or not only_read(others[0]) or tuple(others[0].shape) != tuple(acc.shape):
             continue
         term = others[0].producer
-        if term.op.name in ("view", "reshape") and only_read(term.inputs[0]):
+        if term.op.reshapes and only_read(term.inputs[0]):
             term = term.inputs[0].producer             # a sum's keepdim dims dropped: the same numbers
         if term.op.name == "sum" and not term.attrs.get("dtype"):
             sy = stack_of(term.inputs[0])
             dims = term.attrs["dims"]
             dims = tuple(range(term.inputs[0].ndim)) if dims is None else tuple(d % term.inputs[0].ndim for d in dims)
             if sy is not None and term.inputs[0].dtype is acc.dtype:
-                moved[k] = ("sum", sy, dims)
+                moved[k] = ("total", sy, dims)
             continue
         if term.op.name != "matmul":
             continue
@@ -159,7 +159,7 @@ def _accumulations(outer, ins, attrs, old_outs):
         sp, sq = stack_of(a.producer.inputs[0]), stack_of(b)
         if sp is None or sq is None or b.ndim != 2:
             continue
-        moved[k] = ("mm", sp, sq)
+        moved[k] = ("product", sp, sq)
     if not moved:
         return _emit(outer, ins, attrs, old_outs), lambda outs: outs
     keep = [k for k in range(nc) if k not in moved]
@@ -187,7 +187,7 @@ def _accumulations(outer, ins, attrs, old_outs):
                                   AVal((rows, v.shape[2]), v.dtype))[0]
         for k, (kind, s1, s2) in moved.items():
             acc = ins[k]
-            if kind == "mm":
+            if kind == "product":
                 p, q = stacked(s1), stacked(s2)
                 pt = outer.add_node(OPS["permute"], [p], {"dims": (1, 0)}, AVal((p.shape[1], p.shape[0]), p.dtype))[0]
                 total = outer.add_node(OPS["matmul"], [pt, q], {}, AVal((pt.shape[0], q.shape[1]), q.dtype))[0]
