@@ -21,7 +21,6 @@ def run(fn, args, monkeypatch, staged, parallel):
     """fn traced with stages on or off, serial or threaded: (outputs as numpy, the kernels' KernelSources)."""
     monkeypatch.setattr(codegen, "STAGE_HEAVY", 1 if staged else 1 << 30)
     monkeypatch.setattr(codegen, "STAGE_MAX", 4 if staged else 1 << 30)
-    monkeypatch.setattr(codegen, "STAGE_SHALLOW", 0)        # (staged: whatever the depth)
     monkeypatch.setattr(codegen, "PAR_MIN", 1 if parallel else 1 << 62)
     tf = tracejit.trace(fn, backend="numba")
     outs = tf(*[tracejit.tensor(a.copy()) for a in args])
@@ -122,17 +121,9 @@ def test_in_place_update_written_into_its_input(monkeypatch):
     check(fn, [x], monkeypatch, ref, ["flat"])
 
 
-def test_only_bodies_with_several_costly_calls_are_staged(monkeypatch):
+def test_only_bodies_with_several_costly_calls_are_staged():
     from tracejit.backends.numba_cpu.rt import HEAVY
     assert {"exp_f32", "tanh_f64", "sigmoid_f32", "erf_f32", "log_f32"} <= HEAVY and "relu_f32" not in HEAVY
-    # a shallow body (dependent calls at most STAGE_SHALLOW deep, at most 2 * STAGE_MAX calls) is one stage; a
-    # deeper or wider one is split
-    two = ["v0 = exp_f32(x0)    # exp", "v1 = tanh_f32(v0)    # tanh"]
-    assert codegen.STAGE_SHALLOW == 2 and codegen.stages(two) is None
-    assert codegen.stages(two + ["v2 = exp_f32(v1)    # exp"]) == [[0], [1], [2]]
-    wide = [f"v{k} = exp_f32(x{k})    # exp" for k in range(2 * codegen.STAGE_MAX)]
-    assert codegen.stages(wide) is None and len(codegen.stages(wide + ["v9 = exp_f32(x9)    # exp"])) == 3
-    monkeypatch.setattr(codegen, "STAGE_SHALLOW", 0)        # how a body is split, shallow ones too:
     assert codegen.stages(["v0 = exp_f32(x0)    # exp", "v1 = (v0 * x0)    # mul"]) is None
     assert codegen.stages(["v0 = exp_f32(x0)    # exp", "v1 = (v0 * x0)    # mul", "v2 = tanh_f32(v1)    # tanh",
                            "v3 = relu_f32(v2)    # relu"]) == [[0, 1], [2, 3]]
@@ -143,25 +134,3 @@ def test_only_bodies_with_several_costly_calls_are_staged(monkeypatch):
         [list(range(codegen.STAGE_MAX)), [codegen.STAGE_MAX]]
     # a first statement with more costly calls than a stage takes starts the first stage (no empty stage before it)
     assert codegen.stages(["v0 = exp_f32(tanh_f32(x0))    # x", "v1 = exp_f32(v0)    # exp"]) == [[0], [1]]
-
-
-def test_only_deep_chains_of_costly_calls_are_staged_by_default():
-    """An LSTM cell's four gates and the tanh of its new state (two levels of calls) run in one loop; a chain of
-    ten dependent calls runs in stages."""
-    def cell(z, c):
-        i, f, g, o = z.chunk(4, -1)
-        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-        return o.sigmoid() * c.tanh(), c
-
-    def chain(x):
-        for _ in range(10):
-            x = tracejit.tanh(x * 0.7 + 0.2)
-        return x
-    rng = np.random.default_rng(2)
-    z, c = (tracejit.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((32, 256), (32, 64)))
-    x = tracejit.tensor(rng.standard_normal(4096).astype(np.float32))
-    for fn, args, staged in ((cell, (z, c), False), (chain, (x,), True)):
-        tf = tracejit.trace(fn, backend="numba")
-        tf(*args)
-        (ks,) = [ks for _, ks, _ in tf.graph(*args).entry.fwd_fn.kernels]
-        assert ("for tt in" in ks.code) == staged

@@ -93,7 +93,6 @@ import tracejit.kernels.cpu
 import tracejit
 from tracejit.backends.numba_cpu import codegen
 codegen.PAR_MIN = 1 << 62
-codegen.STAGE_SHALLOW = 0     # (staged, as a longer chain would be: the staged loops are what this checks)
 
 def chain(x):
     y = tracejit.tanh(x * 0.7 + 0.2) + tracejit.sigmoid(x)

@@ -33,7 +33,6 @@ CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 sc
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
 STAGE_MAX = 4    # costly calls in a stage
-STAGE_SHALLOW = 2  # a body whose dependent costly calls are at most this deep (and few) is one stage
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
@@ -422,18 +421,6 @@ def stages(stmts):
     if not _HEAVY_CALL:
         from .rt import HEAVY
         _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
-    calls, deep, whole = 0, 0, {}           # the body's costly calls, and their longest dependent chain
-    for st in stmts:
-        name, rhs = st.split(" = ", 1)
-        rhs = rhs.split("#")[0]
-        c = len(_HEAVY_CALL[0].findall(rhs))
-        whole[name] = max([whole.get(v, 0) for v in _NAME.findall(rhs)] + [0]) + c
-        calls, deep = calls + c, max(deep, whole[name])
-    if deep <= STAGE_SHALLOW and calls <= 2 * STAGE_MAX:
-        # a few calls in a shallow chain (an LSTM cell: four gates, then tanh of the new cell state): one loop
-        # overlaps them well enough, and a stage's tile stores and loads and its loop (short rows: 64 elements)
-        # cost more than they gain (the cell 4% slower staged, its kernel twice as long to compile)
-        return None
     out, count, depth = [[]], 0, {}       # depth: value -> costly calls on its longest path inside the stage
     for q, st in enumerate(stmts):
         name, rhs = st.split(" = ", 1)
