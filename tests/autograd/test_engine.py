@@ -225,3 +225,18 @@ def test_backward_twice_inside_a_trace_accumulates():
         return x.grad * 1
 
     np.testing.assert_allclose(torch.trace(step, backend="interpreter")(x).numpy(), [5.0, 7.0])
+
+
+def test_gradients_reach_a_later_output_of_a_multi_output_node():
+    # batch_norm's outputs (y, mean, var): sum(y) does not depend on x, mean's gradient is 1/4 per element
+    from tracejit.ops.registry import OPS, apply
+    x = torch.tensor(np.arange(12.0).reshape(4, 3) ** 1.5, requires_grad=True)
+    for through_a_node in (True, False):
+        x.grad = None
+        y, mean, _ = apply(OPS["batch_norm"], x, None, None, training=True, eps=1e-5)
+        if through_a_node:
+            (y.sum() + mean.sum()).backward()
+        else:
+            torch.autograd.backward([y, mean], [torch.ones(4, 3, dtype=torch.float64),
+                                                torch.ones(3, dtype=torch.float64)])
+        np.testing.assert_allclose(x.grad.numpy(), np.full((4, 3), 0.25), atol=1e-12)
