@@ -296,6 +296,7 @@ def test_kernel_compile_error():
         dc.load_module(bad)
     assert isinstance(ei.value, RuntimeError)
     assert "interpreter" in str(ei.value) and ei.value.path == dc.entry_path(bad)
+    assert ei.value.kernel == os.path.basename(dc.entry_path(bad))[:-3]
     assert ei.value.kernel not in sys.modules
     # the error class is raisable by the code generator with its own message
     with pytest.raises(RuntimeError, match="fused_3"):
@@ -458,11 +459,19 @@ def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(c
 
     monkeypatch.setattr(dc, "_ensure_file", ensure)
     monkeypatch.setitem(dc._STATS, "fallback_dir", None)
+    at_exit = []
+    monkeypatch.setattr(dc.atexit, "register", lambda fn, *args: at_exit.append((fn, args)))
     src = kernel_source("fallback_folder", scale=5.0)
-    mod = dc.load_module(src)
+    with caplog.at_level("WARNING", logger="tracejit"):
+        mod = dc.load_module(src)
     fb = dc._STATS["fallback_dir"]
     name = os.path.basename(dc.entry_path(src))
     assert fb and mod.__file__ == os.path.join(fb, name)
+    # named for this process (a later process removes it if this one dies without its exit handler)
+    assert os.path.basename(fb).startswith(f"tracejit-cache-{os.getpid()}-") and at_exit == [(dc._remove_tree, (fb,))]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tracejit: the kernel cache folder {dc._dir_path()} cannot be written; kernels compiled now are kept in "
+        f"{fb} until this process exits"]
     with open(mod.__file__, encoding="utf-8") as f:
         assert f.read() == src
     run_kernel(mod, scale=5.0)
@@ -478,3 +487,90 @@ def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(c
     assert type(mod2.kern._cache).__name__ == "NullCache"          # numba's cache=False
     assert type(mod.kern._cache).__name__ != "NullCache"
     dc._remove_tree(fb)
+
+
+def test_version_tag_names_the_versions_and_hashes_every_helper(monkeypatch):
+    import llvmlite
+    import numba
+    import re
+    files = dc._helper_files()
+    assert [os.path.relpath(f, os.path.dirname(os.path.dirname(dc.__file__))) for f in files[2:]] == [
+        os.path.join("backends", "numba_cpu", "rt.py"), os.path.join("backends", "scalar_rt.py"),
+        os.path.join("backends", "diskcache.py")]
+    assert [os.path.basename(f) for f in files[:2]] == ["vmath.py", "rows.py"] and all(map(os.path.isfile, files))
+    monkeypatch.setattr(dc, "_TAG", None)
+    tag = dc.version_tag()
+    py = f"{sys.version_info[0]}{sys.version_info[1]}"
+    np_ver = ".".join(np.__version__.split(".")[:2])
+    assert re.fullmatch(rf"tj[0-9][0-9a-z.+_]*-numba{re.escape(numba.__version__)}-llvmlite"
+                        rf"{re.escape(llvmlite.__version__)}-np{re.escape(np_ver)}-py{py}-[0-9a-f]{{12}}", tag), tag
+    real = dc._file_hash
+    for f in files:             # a change to any helper gives another folder
+        monkeypatch.setattr(dc, "_file_hash", lambda p, f=f: real(p) + ("x" if p == f else ""))
+        monkeypatch.setattr(dc, "_TAG", None)
+        assert dc.version_tag() != tag, f
+
+
+def test_atomic_write_goes_through_a_temp_file_beside_the_entry(monkeypatch, tmp_path):
+    renames = []
+    real = os.replace
+    monkeypatch.setattr(dc.os, "replace", lambda a, b: (renames.append((a, b)), real(a, b))[1])
+    path = str(tmp_path / "tj_k_abc.py")
+    dc._atomic_write(path, b"x = 1\n")
+    ((tmp, dst),) = renames
+    assert dst == path and os.path.dirname(tmp) == str(tmp_path) and not os.path.exists(tmp)
+    assert os.path.basename(tmp).startswith(".tmp-tj_k_abc.py.") and tmp.endswith(".tmp") and dc._ours(
+        os.path.basename(tmp))
+    with open(path, "rb") as f:
+        assert f.read() == b"x = 1\n"
+
+
+def test_clear_cache_removes_only_tracejits_files_and_version_folders(cache_env, tmp_path):
+    assert dc.clear_cache() == 0 and dc.clear_cache(all_versions=True) == 0      # nothing there yet
+    d = dc.cache_dir()
+    other = os.path.join(str(cache_env), "tj-an-older-version")
+    mine = os.path.join(str(cache_env), "notes")
+    target = tmp_path / "linked"
+    for folder in (other, mine, str(target), os.path.join(d, "sub")):
+        os.makedirs(folder)
+    files = {os.path.join(d, "tj_k_1.py"), os.path.join(d, ".tmp-tj_k_2.py.123.tmp"), os.path.join(other, "tj_k_3.py"),
+             os.path.join(other, "tj_k_4.py")}
+    kept = {os.path.join(mine, "tj_k_5.py"), str(target / "tj_k_6.py"), os.path.join(d, "sub", "tj_k_7.py")}
+    for f in files | kept:
+        open(f, "w").close()
+    os.symlink(str(target), os.path.join(str(cache_env), "tj-linked"))
+    assert dc.clear_cache() == 1                        # this version's folder only; a leftover temp file too
+    assert os.path.exists(os.path.join(other, "tj_k_3.py")) and not os.path.exists(os.path.join(d, "tj_k_1.py"))
+    assert not os.path.exists(os.path.join(d, ".tmp-tj_k_2.py.123.tmp"))
+    assert dc.clear_cache(all_versions=True) == 2       # summed over the folders
+    assert not os.path.exists(other) and os.path.isdir(d)  # an emptied older version's folder goes, ours stays
+    assert all(map(os.path.exists, kept))               # not a version folder, behind a link, or a sub-folder
+
+
+def test_clear_cache_removes_numbas_files_in_numba_cache_dir(monkeypatch, tmp_path):
+    from numba.core import config
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "numba"))
+    src = kernel_source("numba_cache_dir", scale=3.0)
+    run_kernel(dc.load_module(src), scale=3.0, n=10)
+    nd = dc._numba_cache_dir_for(os.path.dirname(dc.entry_path(src)))
+    assert nd.startswith(str(tmp_path / "numba")) and any(n.startswith("tj_") for n in os.listdir(nd))
+    assert dc.clear_cache() == 1
+    assert not os.path.exists(nd) or not any(n.startswith("tj_") for n in os.listdir(nd))
+
+
+def test_stale_fallback_folders_of_dead_processes_are_removed(monkeypatch, tmp_path):
+    monkeypatch.setattr(dc.tempfile, "gettempdir", lambda: str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = ["a-unrelated", f"tracejit-cache-{dead}-abc", f"tracejit-cache-{os.getpid()}-own",
+                 f"tracejit-cache-{live.pid}-live", "tracejit-cache-notapid-x", f"zz-{dead}-abc"]
+        for n in names:
+            os.makedirs(str(tmp_path / n / "inner"))
+        dc._remove_stale_fallbacks()
+        assert sorted(os.listdir(str(tmp_path))) == sorted(n for n in names if n != f"tracejit-cache-{dead}-abc")
+        dc._remove_tree(str(tmp_path / "missing"))          # no error
+    finally:
+        live.kill()
+        live.wait()
