@@ -574,3 +574,51 @@ def test_stale_fallback_folders_of_dead_processes_are_removed(monkeypatch, tmp_p
     finally:
         live.kill()
         live.wait()
+
+
+def test_cache_info_counts_entries_and_bytes_without_following_links(cache_env, tmp_path):
+    info = dc.cache_info()
+    assert not os.path.exists(info["path"]) and info["entries"] == 0 and info["bytes"] == 0
+    assert set(info) == {"path", "root", "version_tag", "entries", "bytes", "loaded", "compiled", "cache_hits",
+                         "written", "rewritten_corrupt", "numba_cache_errors", "fallback_dir", "helpers",
+                         "compiled_by_helpers", "helper_failures"}
+    assert (info["root"], info["version_tag"]) == (dc.cache_root(), dc.version_tag())
+    assert (info["compiled"], info["cache_hits"]) == (dc.compile_count(), dc.cache_hit_count())
+    d = dc.cache_dir()
+    outside = tmp_path / "outside"
+    os.makedirs(str(outside))
+    os.makedirs(os.path.join(d, "sub"))
+    for path, size in ((os.path.join(d, "tj_a.py"), 10), (os.path.join(d, "tj_b.py"), 20),
+                       (os.path.join(d, "notes.txt"), 5), (os.path.join(d, "sub", "inner.bin"), 7),
+                       (os.path.join(d, "sub", "tj_c.py"), 3), (str(outside / "big.bin"), 1000)):
+        with open(path, "wb") as f:
+            f.write(b"x" * size)
+    os.symlink(str(outside / "big.bin"), os.path.join(d, "tj_link.py"))
+    os.symlink(str(outside), os.path.join(d, "linked"))
+    info = dc.cache_info()
+    assert (info["entries"], info["bytes"]) == (2, 45)      # .py entries at the top; all files, no links
+
+
+def test_compile_count_over_loaded_modules_and_their_own_dispatchers(monkeypatch):
+    monkeypatch.setattr(dc, "_LOADED", [])
+    assert dc.compile_count() == 0 and dc.cache_hit_count() == 0
+    a = dc.load_module(kernel_source("own_dispatchers_a", scale=4.0))
+    run_kernel(a, scale=4.0, n=10)
+    assert dc.compile_count() == 1
+    b = dc.load_module(f"from {a.__name__} import kern as imported\n" + kernel_source("own_dispatchers_b"))
+    assert dc._dispatchers(b) == [b.kern] and dc._dispatchers(a) == [a.kern]
+
+
+def test_atomic_write_keeps_its_mode_and_leaves_nothing_when_the_write_fails(monkeypatch, tmp_path):
+    path = str(tmp_path / "tj_k_mode.py")
+    dc._atomic_write(path, b"a")
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+    def fail(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(dc.os, "fsync", fail)
+    with pytest.raises(OSError, match="Input/output error"):
+        dc._atomic_write(path, b"b")
+    assert os.listdir(str(tmp_path)) == ["tj_k_mode.py"]
+    with open(path, "rb") as f:
+        assert f.read() == b"a"
