@@ -423,7 +423,7 @@ def test_cold_program_compiles_only_its_kernels(cache_env):
     assert not r["linalg"], "numba's start-up imported scipy.linalg"
 
 
-def test_tampered_machine_code_is_caught_by_checksum():
+def test_tampered_machine_code_is_caught_by_checksum(caplog):
     # Unlike _garble, this keeps the pickle framing intact: only a constant inside the cached machine code
     # changes (5.0 -> 7.0), so the data file still unpickles. Only the checksum can tell; without it the
     # kernel would load and silently compute x * 7 + 1.
@@ -439,9 +439,11 @@ def test_tampered_machine_code_is_caught_by_checksum():
         f.write(blob.replace(five, seven))
     dc._MEMO.pop(path, None)
     c0, e0 = dc.compile_count(), dc.cache_info()["numba_cache_errors"]
-    run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
+    with caplog.at_level("WARNING", logger="tracejit"):
+        run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
     assert dc.compile_count() - c0 == 1
     assert dc.cache_info()["numba_cache_errors"] - e0 == 1
+    assert any("(ValueError: corrupt numba cache file " in r.getMessage() for r in caplog.records)   # the checksum
 
 
 def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(cache_env, monkeypatch, caplog):
@@ -622,3 +624,14 @@ def test_atomic_write_keeps_its_mode_and_leaves_nothing_when_the_write_fails(mon
     assert os.listdir(str(tmp_path)) == ["tj_k_mode.py"]
     with open(path, "rb") as f:
         assert f.read() == b"a"
+
+
+def test_ensure_file_says_what_it_did_and_a_bad_kind_is_refused(tmp_path):
+    path = str(tmp_path / "tj_k_state.py")
+    assert dc._ensure_file(path, b"a = 1\n") == "written"
+    assert dc._ensure_file(path, b"a = 1\n") == "ok"
+    assert dc._ensure_file(path, b"a = 2\n") == "rewritten"
+    with open(path, "rb") as f:
+        assert f.read() == b"a = 2\n"
+    with pytest.raises(ValueError, match="^kind must be letters, digits or '_', got 'a-b'$"):
+        dc.load_module("x = 1\n", kind="a-b")
