@@ -74,6 +74,9 @@ def test_cache_dir_reads_env_each_call(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert dc.cache_root() == str(tmp_path / "xdg" / "tracejit")
     assert dc.cache_dir().startswith(str(tmp_path / "xdg" / "tracejit" / "tj"))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert dc.cache_root() == str(tmp_path / "home" / ".cache" / "tracejit")
 
 
 def test_write_load_run(cache_env):
@@ -97,7 +100,9 @@ def test_write_load_run(cache_env):
 
 def test_same_source_same_module_not_rewritten():
     src = kernel_source("same_module")
+    w0 = dc.cache_info()["written"]
     m1 = dc.load_module(src)
+    assert dc.cache_info()["written"] == w0 + 1
     path = dc.entry_path(src)
     st = os.stat(path)
     assert dc.load_module(src) is m1
@@ -116,7 +121,7 @@ def test_same_source_same_module_not_rewritten():
 
 
 @pytest.mark.parametrize("corruption", ["truncated", "garbage", "empty"])
-def test_corrupt_source_entry_is_rewritten(corruption):
+def test_corrupt_source_entry_is_rewritten(corruption, caplog):
     src = kernel_source(f"corrupt_py_{corruption}", scale=3.0)
     path = dc.entry_path(src)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -126,7 +131,10 @@ def test_corrupt_source_entry_is_rewritten(corruption):
     with open(path, "wb") as f:
         f.write(bad)
     n = dc.cache_info()["rewritten_corrupt"]
-    mod = dc.load_module(src)
+    with caplog.at_level("WARNING", logger="tracejit"):
+        mod = dc.load_module(src)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tracejit: the kernel cache file {path} did not hold its source (truncated, emptied or replaced): written again"]
     with open(path, encoding="utf-8") as f:
         assert f.read() == src
     assert dc.cache_info()["rewritten_corrupt"] == n + 1
@@ -484,7 +492,10 @@ def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(c
         mod2 = dc.load_module(src2)
     run_kernel(mod2, scale=6.0)
     name2 = os.path.basename(dc.entry_path(src2))[:-3]
-    assert any("cannot write the kernel" in r.getMessage() and name2 in r.getMessage() for r in caplog.records)
+    assert f"tracejit: cannot write the kernel {name2} anywhere ([Errno 28] No space left on device); it runs " \
+           "uncached" in [r.getMessage() for r in caplog.records]
+    with pytest.raises(dc.KernelCompileError):      # a bad module with nowhere to write: its own error, once
+        dc.load_module("def f(:\n")
     assert not os.path.exists(os.path.join(fb, name2 + ".py"))
     assert type(mod2.kern._cache).__name__ == "NullCache"          # numba's cache=False
     assert type(mod.kern._cache).__name__ != "NullCache"
@@ -635,3 +646,51 @@ def test_ensure_file_says_what_it_did_and_a_bad_kind_is_refused(tmp_path):
         assert f.read() == b"a = 2\n"
     with pytest.raises(ValueError, match="^kind must be letters, digits or '_', got 'a-b'$"):
         dc.load_module("x = 1\n", kind="a-b")
+
+
+def test_version_tag_keeps_only_safe_characters(monkeypatch):
+    monkeypatch.setattr(dc, "_tracejit_version", lambda: "1.0+Local/x y")
+    monkeypatch.setattr(dc, "_TAG", None)
+    assert dc.version_tag().startswith("tj1.0_Local_x_y-numba")
+
+
+_BAD_MODULES = [("def kern(x:\n    pass\n", None), ("raise RuntimeError()\n", "RuntimeError: "),
+                ("raise ValueError('first\\nsecond')\n", "ValueError: first")]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_a_module_that_fails_to_load_says_why_once_and_restores_sys_modules(case, monkeypatch):
+    src, why = _BAD_MODULES[case]
+    name = os.path.basename(dc.entry_path(src))[:-3]
+    if why is None:             # the syntax error's first line, as Python words it here
+        with pytest.raises(SyntaxError) as e:
+            compile(src, dc.entry_path(src), "exec")
+        why = "SyntaxError: " + str(e.value).splitlines()[0]
+    calls = []
+    real = dc._exec_module
+    monkeypatch.setattr(dc, "_exec_module", lambda *a: (calls.append(a[0]), real(*a))[1])
+    with pytest.raises(dc.KernelCompileError) as ei:
+        dc.load_module(src)
+    assert str(ei.value).startswith(f"tracejit: generated module {name} failed to load ({why}); source: "
+                                    f"{dc.entry_path(src)}. This is a tracejit bug")
+    assert calls == [name] and ei.value.kernel == name       # the file was fine: no second try
+    sentinel = object()
+    monkeypatch.setitem(sys.modules, name, sentinel)        # a module of that name, loaded before
+    with pytest.raises(dc.KernelCompileError):
+        real(name, dc.entry_path(src), src)
+    assert sys.modules[name] is sentinel
+
+
+def test_a_vanishing_entry_is_written_again_and_tried_once_more(monkeypatch):
+    # each import attempt finds the file removed (another process clearing the cache): two tries, then the error
+    calls = []
+
+    def vanished(name, path, source):
+        calls.append(path)
+        os.unlink(path)
+        raise dc.KernelCompileError("no locator available", kernel=name, path=path)
+    monkeypatch.setattr(dc, "_exec_module", vanished)
+    src = kernel_source("vanishing")
+    with pytest.raises(dc.KernelCompileError, match="no locator available"):
+        dc.load_module(src)
+    assert calls == [dc.entry_path(src)] * 2
