@@ -583,6 +583,7 @@ def test_stale_fallback_folders_of_dead_processes_are_removed(monkeypatch, tmp_p
             os.makedirs(str(tmp_path / n / "inner"))
         dc._remove_stale_fallbacks()
         assert sorted(os.listdir(str(tmp_path))) == sorted(n for n in names if n != f"tracejit-cache-{dead}-abc")
+        assert live.poll() is None                          # asked whether it lives (signal 0), nothing sent
         dc._remove_tree(str(tmp_path / "missing"))          # no error
     finally:
         live.kill()
