@@ -59,6 +59,15 @@ def test_create_graph_keeps_the_graph_and_gives_differentiable_gradients():
     assert not x.grad.requires_grad             # create_graph is False by default
 
 
+def test_a_leafs_own_gradient_requiring_grad_is_copied_without_its_graph():
+    x = _x(1.0, 2.0)
+    g = torch.tensor([1.0, 3.0], requires_grad=True)
+    x.backward(g)
+    assert x.grad.tolist() == [1.0, 3.0] and not x.grad.requires_grad
+    g.data.mul_(0)
+    assert x.grad.tolist() == [1.0, 3.0]
+
+
 def test_backward_inputs_accumulates_into_those_leaves_only():
     a, b = _x(1.0, 2.0), _x(3.0, 4.0)
     (a * b).sum().backward(inputs=[a])
@@ -74,6 +83,11 @@ def test_several_roots_sum_their_gradients():
     v = w * 4                   # a graph of its own
     torch.autograd.backward([y, y, z, v], [torch.ones(2), torch.full((2,), 10.0), torch.ones(2), torch.ones(1)])
     assert x.grad.tolist() == [3.0 * 11 + 6.0] * 2 and w.grad.tolist() == [4.0]
+    x.grad = None
+    y = x * x                   # saves x
+    z = y * 2
+    torch.autograd.backward([z, y], [torch.ones(2), torch.ones(2)])     # y after z, which it feeds
+    assert x.grad.tolist() == [6.0, 12.0]
     x.grad = None
     torch.autograd.backward([z.detach() * 0 + x, x * x], [torch.ones(2), torch.ones(2)])   # a leaf's own gradient
     assert x.grad.tolist() == [3.0, 5.0]
@@ -96,6 +110,14 @@ def test_gradient_must_be_a_tensor_and_a_0d_one_is_used():
     leaf = torch.tensor(2.0, requires_grad=True)
     leaf.backward()
     assert leaf.grad.dtype == torch.float32 and leaf.grad.item() == 1.0 and s.requires_grad
+
+
+def test_a_given_gradient_is_cast_to_its_outputs_dtype():
+    x = _x(1.0, 2.0)
+    x.backward(torch.tensor([1.0, 3.0], dtype=torch.float64))      # a leaf's own gradient, as PyTorch: cast
+    assert x.grad.dtype == torch.float32 and x.grad.tolist() == [1.0, 3.0]
+    (x * 2).backward(torch.tensor([1.0, 1.0], dtype=torch.float64))
+    assert x.grad.dtype == torch.float32 and x.grad.tolist() == [3.0, 5.0]
 
 
 def test_gradient_dtype_follows_the_input_after_promotion():
@@ -146,6 +168,10 @@ def test_retained_gradients_accumulate_and_follow_create_graph():
     assert y.grad.tolist() == [2.0, 8.0] and not y.grad.requires_grad
     z.backward(create_graph=True)
     assert y.grad.tolist() == [4.0, 16.0] and y.grad.requires_grad
+    y3 = x * 2
+    y3.retain_grad()
+    y3.backward(torch.ones(2, requires_grad=True))      # a gradient that requires grad: retained detached
+    assert y3.grad.tolist() == [1.0, 1.0] and not y3.grad.requires_grad
     y2 = x * 2
     y2.retain_grad()
     s = y2.sum()
@@ -172,6 +198,12 @@ def test_node_hooks_see_and_replace_gradients():
     y.grad_fn.register_hook(wrong)
     with pytest.raises(RuntimeError, match=r"^hook 'wrong' has returned an incorrect number of values \(got 3, but "
                                            r"expected 2\)$"):
+        y.sum().backward()
+    import functools
+    y = x ** 2                  # one edge (no edge for the exponent)
+    y.grad_fn.register_hook(functools.partial(wrong))
+    with pytest.raises(RuntimeError, match=r"^hook 'functools\.partial\(<function .*wrong.*\)' has returned an "
+                                           r"incorrect number of values \(got 2, but expected 1\)$"):
         y.sum().backward()
     seen = []
     z = _Double.apply(x)

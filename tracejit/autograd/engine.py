@@ -333,6 +333,8 @@ def _make_grads(outputs, grad_outputs):
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(g.shape)} and output[0] "
                                f"has a shape of {tuple(t.shape)}.")
+        elif g.dtype is not t.dtype:       # PyTorch casts a given gradient to its output's dtype
+            g = g.to(t.dtype)
         out.append(g)
     return out
 
