@@ -74,6 +74,9 @@ def test_cache_dir_reads_env_each_call(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert dc.cache_root() == str(tmp_path / "xdg" / "tracejit")
     assert dc.cache_dir().startswith(str(tmp_path / "xdg" / "tracejit" / "tj"))
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert dc.cache_root() == str(tmp_path / "home" / ".cache" / "tracejit")
 
 
 def test_write_load_run(cache_env):
@@ -97,7 +100,9 @@ def test_write_load_run(cache_env):
 
 def test_same_source_same_module_not_rewritten():
     src = kernel_source("same_module")
+    w0 = dc.cache_info()["written"]
     m1 = dc.load_module(src)
+    assert dc.cache_info()["written"] == w0 + 1
     path = dc.entry_path(src)
     st = os.stat(path)
     assert dc.load_module(src) is m1
@@ -116,7 +121,7 @@ def test_same_source_same_module_not_rewritten():
 
 
 @pytest.mark.parametrize("corruption", ["truncated", "garbage", "empty"])
-def test_corrupt_source_entry_is_rewritten(corruption):
+def test_corrupt_source_entry_is_rewritten(corruption, caplog):
     src = kernel_source(f"corrupt_py_{corruption}", scale=3.0)
     path = dc.entry_path(src)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -126,7 +131,10 @@ def test_corrupt_source_entry_is_rewritten(corruption):
     with open(path, "wb") as f:
         f.write(bad)
     n = dc.cache_info()["rewritten_corrupt"]
-    mod = dc.load_module(src)
+    with caplog.at_level("WARNING", logger="tracejit"):
+        mod = dc.load_module(src)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tracejit: the kernel cache file {path} did not hold its source (truncated, emptied or replaced): written again"]
     with open(path, encoding="utf-8") as f:
         assert f.read() == src
     assert dc.cache_info()["rewritten_corrupt"] == n + 1
@@ -296,6 +304,7 @@ def test_kernel_compile_error():
         dc.load_module(bad)
     assert isinstance(ei.value, RuntimeError)
     assert "interpreter" in str(ei.value) and ei.value.path == dc.entry_path(bad)
+    assert ei.value.kernel == os.path.basename(dc.entry_path(bad))[:-3]
     assert ei.value.kernel not in sys.modules
     # the error class is raisable by the code generator with its own message
     with pytest.raises(RuntimeError, match="fused_3"):
@@ -422,7 +431,7 @@ def test_cold_program_compiles_only_its_kernels(cache_env):
     assert not r["linalg"], "numba's start-up imported scipy.linalg"
 
 
-def test_tampered_machine_code_is_caught_by_checksum():
+def test_tampered_machine_code_is_caught_by_checksum(caplog):
     # Unlike _garble, this keeps the pickle framing intact: only a constant inside the cached machine code
     # changes (5.0 -> 7.0), so the data file still unpickles. Only the checksum can tell; without it the
     # kernel would load and silently compute x * 7 + 1.
@@ -438,9 +447,11 @@ def test_tampered_machine_code_is_caught_by_checksum():
         f.write(blob.replace(five, seven))
     dc._MEMO.pop(path, None)
     c0, e0 = dc.compile_count(), dc.cache_info()["numba_cache_errors"]
-    run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
+    with caplog.at_level("WARNING", logger="tracejit"):
+        run_kernel(dc.load_module(src), scale=5.0)      # right numbers: the tampered entry was not used
     assert dc.compile_count() - c0 == 1
     assert dc.cache_info()["numba_cache_errors"] - e0 == 1
+    assert any("(ValueError: corrupt numba cache file " in r.getMessage() for r in caplog.records)   # the checksum
 
 
 def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(cache_env, monkeypatch, caplog):
@@ -458,11 +469,19 @@ def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(c
 
     monkeypatch.setattr(dc, "_ensure_file", ensure)
     monkeypatch.setitem(dc._STATS, "fallback_dir", None)
+    at_exit = []
+    monkeypatch.setattr(dc.atexit, "register", lambda fn, *args: at_exit.append((fn, args)))
     src = kernel_source("fallback_folder", scale=5.0)
-    mod = dc.load_module(src)
+    with caplog.at_level("WARNING", logger="tracejit"):
+        mod = dc.load_module(src)
     fb = dc._STATS["fallback_dir"]
     name = os.path.basename(dc.entry_path(src))
     assert fb and mod.__file__ == os.path.join(fb, name)
+    # named for this process (a later process removes it if this one dies without its exit handler)
+    assert os.path.basename(fb).startswith(f"tracejit-cache-{os.getpid()}-") and at_exit == [(dc._remove_tree, (fb,))]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tracejit: the kernel cache folder {dc._dir_path()} cannot be written; kernels compiled now are kept in "
+        f"{fb} until this process exits"]
     with open(mod.__file__, encoding="utf-8") as f:
         assert f.read() == src
     run_kernel(mod, scale=5.0)
@@ -473,8 +492,208 @@ def test_unwritable_cache_folder_falls_back_to_a_private_folder_then_to_memory(c
         mod2 = dc.load_module(src2)
     run_kernel(mod2, scale=6.0)
     name2 = os.path.basename(dc.entry_path(src2))[:-3]
-    assert any("cannot write the kernel" in r.getMessage() and name2 in r.getMessage() for r in caplog.records)
+    assert f"tracejit: cannot write the kernel {name2} anywhere ([Errno 28] No space left on device); it runs " \
+           "uncached" in [r.getMessage() for r in caplog.records]
+    with pytest.raises(dc.KernelCompileError):      # a bad module with nowhere to write: its own error, once
+        dc.load_module("def f(:\n")
     assert not os.path.exists(os.path.join(fb, name2 + ".py"))
     assert type(mod2.kern._cache).__name__ == "NullCache"          # numba's cache=False
     assert type(mod.kern._cache).__name__ != "NullCache"
     dc._remove_tree(fb)
+
+
+def test_version_tag_names_the_versions_and_hashes_every_helper(monkeypatch):
+    import llvmlite
+    import numba
+    import re
+    files = dc._helper_files()
+    assert [os.path.relpath(f, os.path.dirname(os.path.dirname(dc.__file__))) for f in files[2:]] == [
+        os.path.join("backends", "numba_cpu", "rt.py"), os.path.join("backends", "scalar_rt.py"),
+        os.path.join("backends", "diskcache.py")]
+    assert [os.path.basename(f) for f in files[:2]] == ["vmath.py", "rows.py"] and all(map(os.path.isfile, files))
+    monkeypatch.setattr(dc, "_TAG", None)
+    tag = dc.version_tag()
+    py = f"{sys.version_info[0]}{sys.version_info[1]}"
+    np_ver = ".".join(np.__version__.split(".")[:2])
+    assert re.fullmatch(rf"tj[0-9][0-9a-z.+_]*-numba{re.escape(numba.__version__)}-llvmlite"
+                        rf"{re.escape(llvmlite.__version__)}-np{re.escape(np_ver)}-py{py}-[0-9a-f]{{12}}", tag), tag
+    real = dc._file_hash
+    for f in files:             # a change to any helper gives another folder
+        monkeypatch.setattr(dc, "_file_hash", lambda p, f=f: real(p) + ("x" if p == f else ""))
+        monkeypatch.setattr(dc, "_TAG", None)
+        assert dc.version_tag() != tag, f
+
+
+def test_atomic_write_goes_through_a_temp_file_beside_the_entry(monkeypatch, tmp_path):
+    renames = []
+    real = os.replace
+    monkeypatch.setattr(dc.os, "replace", lambda a, b: (renames.append((a, b)), real(a, b))[1])
+    path = str(tmp_path / "tj_k_abc.py")
+    dc._atomic_write(path, b"x = 1\n")
+    ((tmp, dst),) = renames
+    assert dst == path and os.path.dirname(tmp) == str(tmp_path) and not os.path.exists(tmp)
+    assert os.path.basename(tmp).startswith(".tmp-tj_k_abc.py.") and tmp.endswith(".tmp") and dc._ours(
+        os.path.basename(tmp))
+    with open(path, "rb") as f:
+        assert f.read() == b"x = 1\n"
+
+
+def test_clear_cache_removes_only_tracejits_files_and_version_folders(cache_env, tmp_path):
+    assert dc.clear_cache() == 0 and dc.clear_cache(all_versions=True) == 0      # nothing there yet
+    d = dc.cache_dir()
+    other = os.path.join(str(cache_env), "tj-an-older-version")
+    mine = os.path.join(str(cache_env), "notes")
+    target = tmp_path / "linked"
+    for folder in (other, mine, str(target), os.path.join(d, "sub")):
+        os.makedirs(folder)
+    files = {os.path.join(d, "tj_k_1.py"), os.path.join(d, ".tmp-tj_k_2.py.123.tmp"), os.path.join(other, "tj_k_3.py"),
+             os.path.join(other, "tj_k_4.py")}
+    kept = {os.path.join(mine, "tj_k_5.py"), str(target / "tj_k_6.py"), os.path.join(d, "sub", "tj_k_7.py")}
+    for f in files | kept:
+        open(f, "w").close()
+    os.symlink(str(target), os.path.join(str(cache_env), "tj-linked"))
+    assert dc.clear_cache() == 1                        # this version's folder only; a leftover temp file too
+    assert os.path.exists(os.path.join(other, "tj_k_3.py")) and not os.path.exists(os.path.join(d, "tj_k_1.py"))
+    assert not os.path.exists(os.path.join(d, ".tmp-tj_k_2.py.123.tmp"))
+    open(os.path.join(d, "tj_k_8.py"), "w").close()
+    assert dc.clear_cache(all_versions=True) == 3       # summed over the folders
+    assert not os.path.exists(other) and os.path.isdir(d)  # an emptied older version's folder goes, ours stays
+    assert all(map(os.path.exists, kept))               # not a version folder, behind a link, or a sub-folder
+
+
+def test_clear_cache_removes_numbas_files_in_numba_cache_dir(monkeypatch, tmp_path):
+    from numba.core import config
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "numba"))
+    src = kernel_source("numba_cache_dir", scale=3.0)
+    run_kernel(dc.load_module(src), scale=3.0, n=10)
+    nd = dc._numba_cache_dir_for(os.path.dirname(dc.entry_path(src)))
+    assert nd.startswith(str(tmp_path / "numba")) and any(n.startswith("tj_") for n in os.listdir(nd))
+    assert dc.clear_cache() == 1
+    assert not os.path.exists(nd) or not any(n.startswith("tj_") for n in os.listdir(nd))
+
+
+def test_stale_fallback_folders_of_dead_processes_are_removed(monkeypatch, tmp_path):
+    monkeypatch.setattr(dc.tempfile, "gettempdir", lambda: str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        names = ["a-unrelated", f"tracejit-cache-{dead}-abc", f"tracejit-cache-{os.getpid()}-own",
+                 f"tracejit-cache-{live.pid}-live", "tracejit-cache-notapid-x", f"zz-{dead}-abc"]
+        for n in names:
+            os.makedirs(str(tmp_path / n / "inner"))
+        dc._remove_stale_fallbacks()
+        assert sorted(os.listdir(str(tmp_path))) == sorted(n for n in names if n != f"tracejit-cache-{dead}-abc")
+        with pytest.raises(subprocess.TimeoutExpired):   # asked whether it lives (signal 0), nothing sent
+            live.wait(timeout=0.3)
+        dc._remove_tree(str(tmp_path / "missing"))          # no error
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_cache_info_counts_entries_and_bytes_without_following_links(cache_env, tmp_path):
+    info = dc.cache_info()
+    assert not os.path.exists(info["path"]) and info["entries"] == 0 and info["bytes"] == 0
+    assert set(info) == {"path", "root", "version_tag", "entries", "bytes", "loaded", "compiled", "cache_hits",
+                         "written", "rewritten_corrupt", "numba_cache_errors", "fallback_dir", "helpers",
+                         "compiled_by_helpers", "helper_failures"}
+    assert (info["root"], info["version_tag"]) == (dc.cache_root(), dc.version_tag())
+    assert (info["compiled"], info["cache_hits"]) == (dc.compile_count(), dc.cache_hit_count())
+    d = dc.cache_dir()
+    outside = tmp_path / "outside"
+    os.makedirs(str(outside))
+    os.makedirs(os.path.join(d, "sub"))
+    for path, size in ((os.path.join(d, "tj_a.py"), 10), (os.path.join(d, "tj_b.py"), 20),
+                       (os.path.join(d, "notes.txt"), 5), (os.path.join(d, "sub", "inner.bin"), 7),
+                       (os.path.join(d, "sub", "tj_c.py"), 3), (str(outside / "big.bin"), 1000)):
+        with open(path, "wb") as f:
+            f.write(b"x" * size)
+    os.symlink(str(outside / "big.bin"), os.path.join(d, "tj_link.py"))
+    os.symlink(str(outside), os.path.join(d, "linked"))
+    info = dc.cache_info()
+    assert (info["entries"], info["bytes"]) == (2, 45)      # .py entries at the top; all files, no links
+
+
+def test_compile_count_over_loaded_modules_and_their_own_dispatchers(monkeypatch):
+    monkeypatch.setattr(dc, "_LOADED", [])
+    assert dc.compile_count() == 0 and dc.cache_hit_count() == 0
+    a = dc.load_module(kernel_source("own_dispatchers_a", scale=4.0))
+    run_kernel(a, scale=4.0, n=10)
+    assert dc.compile_count() == 1
+    b = dc.load_module(f"from {a.__name__} import kern as imported\n" + kernel_source("own_dispatchers_b"))
+    assert dc._dispatchers(b) == [b.kern] and dc._dispatchers(a) == [a.kern]
+
+
+def test_atomic_write_keeps_its_mode_and_leaves_nothing_when_the_write_fails(monkeypatch, tmp_path):
+    path = str(tmp_path / "tj_k_mode.py")
+    dc._atomic_write(path, b"a")
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+    def fail(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(dc.os, "fsync", fail)
+    with pytest.raises(OSError, match="Input/output error"):
+        dc._atomic_write(path, b"b")
+    assert os.listdir(str(tmp_path)) == ["tj_k_mode.py"]
+    with open(path, "rb") as f:
+        assert f.read() == b"a"
+
+
+def test_ensure_file_says_what_it_did_and_a_bad_kind_is_refused(tmp_path):
+    path = str(tmp_path / "tj_k_state.py")
+    assert dc._ensure_file(path, b"a = 1\n") == "written"
+    assert dc._ensure_file(path, b"a = 1\n") == "ok"
+    assert dc._ensure_file(path, b"a = 2\n") == "rewritten"
+    with open(path, "rb") as f:
+        assert f.read() == b"a = 2\n"
+    with pytest.raises(ValueError, match="^kind must be letters, digits or '_', got 'a-b'$"):
+        dc.load_module("x = 1\n", kind="a-b")
+
+
+def test_version_tag_keeps_only_safe_characters(monkeypatch):
+    monkeypatch.setattr(dc, "_tracejit_version", lambda: "1.0+Local/x y")
+    monkeypatch.setattr(dc, "_TAG", None)
+    assert dc.version_tag().startswith("tj1.0_Local_x_y-numba")
+
+
+_BAD_MODULES = [("def kern(x:\n    pass\n", None), ("raise RuntimeError()\n", "RuntimeError: "),
+                ("raise ValueError('first\\nsecond')\n", "ValueError: first")]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_a_module_that_fails_to_load_says_why_once_and_restores_sys_modules(case, monkeypatch):
+    src, why = _BAD_MODULES[case]
+    name = os.path.basename(dc.entry_path(src))[:-3]
+    if why is None:             # the syntax error's first line, as Python words it here
+        with pytest.raises(SyntaxError) as e:
+            compile(src, dc.entry_path(src), "exec")
+        why = "SyntaxError: " + str(e.value).splitlines()[0]
+    calls = []
+    real = dc._exec_module
+    monkeypatch.setattr(dc, "_exec_module", lambda *a: (calls.append(a[0]), real(*a))[1])
+    with pytest.raises(dc.KernelCompileError) as ei:
+        dc.load_module(src)
+    assert str(ei.value).startswith(f"tracejit: generated module {name} failed to load ({why}); source: "
+                                    f"{dc.entry_path(src)}. This is a tracejit bug")
+    assert calls == [name] and ei.value.kernel == name       # the file was fine: no second try
+    sentinel = object()
+    monkeypatch.setitem(sys.modules, name, sentinel)        # a module of that name, loaded before
+    with pytest.raises(dc.KernelCompileError):
+        real(name, dc.entry_path(src), src)
+    assert sys.modules[name] is sentinel
+
+
+def test_a_vanishing_entry_is_written_again_and_tried_once_more(monkeypatch):
+    # each import attempt finds the file removed (another process clearing the cache): two tries, then the error
+    calls = []
+
+    def vanished(name, path, source):
+        calls.append(path)
+        os.unlink(path)
+        raise dc.KernelCompileError("no locator available", kernel=name, path=path)
+    monkeypatch.setattr(dc, "_exec_module", vanished)
+    src = kernel_source("vanishing")
+    with pytest.raises(dc.KernelCompileError, match="no locator available"):
+        dc.load_module(src)
+    assert calls == [dc.entry_path(src)] * 2

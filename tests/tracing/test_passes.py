@@ -358,3 +358,58 @@ def test_partition_recomputes_a_value_when_what_it_needs_is_fewer_bytes():
     np.testing.assert_allclose(gv, (xa + ya.sum(0)) * cta, rtol=1e-12)
     np.testing.assert_allclose(gu, np.exp(ya.sum(0)) * cta, rtol=1e-12)
     np.testing.assert_allclose(gp, np.exp(ya.sum(1)) * 2, rtol=1e-12)
+
+
+def test_autodiff_names_its_inputs_and_outputs_and_gives_zeros_for_an_unused_input():
+    # w does not reach the output: its gradient is zeros of its own shape and dtype (not None, not float32)
+    g = torch.make_graph(lambda x, w: (x * x).sum(), torch.randn(2, 3, dtype=torch.float64),
+                         torch.randn(4, dtype=torch.float64))
+    joint = verify(P.autodiff(g))
+    assert joint.input_names == ["arg0", "arg1", "grad_out0"] and "(grad_out0)" in joint.text()
+    assert joint.output_names == ["out0", "grad0", "grad1"]
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    out, gx, gw = run(joint, [x, np.ones(4), np.array(0.5)])
+    np.testing.assert_allclose(out, (x * x).sum(), rtol=1e-12)
+    np.testing.assert_allclose(gx, x, rtol=1e-12)
+    assert gw.shape == (4,) and gw.dtype == np.float64 and not gw.any()
+
+
+def test_autodiff_of_attention_uses_its_one_backward_op():
+    # the derivation runs without create_graph: attention's VJP is its sdpa_backward node, not the rule through ops
+    q = torch.randn(2, 4, 8, dtype=torch.float64)
+    g = torch.make_graph(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), q, q, q)
+    names = [n.op.name for n in P.autodiff(g).nodes]
+    assert names.count("sdpa_backward") == 1 and "softmax" not in names, names
+
+
+@pytest.fixture
+def shifted():
+    # an op whose decomposition reads a constant array (the lowering copies the parts' constants)
+    from tracejit.ops.registry import defop
+    shift = np.array([1.0, -2.0, 0.5, 0.0, 3.0])
+    op = defop("shift_for_decompose_test", lambda x: x + shift, lambda x: AVal(x.shape, x.dtype), None,
+               decompose=lambda x: x + torch.tensor(shift, dtype=x.dtype), fuses_in_parts=True)
+    yield op, shift
+    del OPS["shift_for_decompose_test"]
+
+
+def test_decompose_lowers_to_the_parts_with_none_inputs_and_constants_and_keeps_the_values(shifted):
+    from tracejit.ops.registry import apply
+    from tracejit.passes.decompose import decompose
+    op, shift = shifted
+    F = torch.nn.functional
+
+    def f(x, m, v):
+        y, _, _ = apply(OPS["batch_norm"], x, None, None, training=True, eps=1e-5)   # weight, bias: None inputs
+        return F.gelu(y), apply(op, y) * 2, m @ v
+
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal(s) for s in ((4, 3, 5), (3, 5), (5,))]
+    g = torch.make_graph(f, *map(torch.tensor, args))
+    h = verify(decompose(g))
+    names = [n.op.name for n in h.nodes]
+    assert not any(n.op.fuses_in_parts for n in h.nodes), names
+    assert "var" in names and "erf" in names and len(h.consts) == 1, names
+    assert h.input_names == g.input_names == ["arg0", "arg1", "arg2"]
+    for a, b in zip(run(h, args), run(g, args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -33,7 +33,11 @@ def test_keeps_a_product_read_elsewhere():
         y = x @ w
         return y.t(), y
 
-    for f in (read_twice, returned):
+    def read_twice_and_returned(x, w):       # 2 readers + 1 return: 3 uses (not 2 - 1)
+        y = x @ w
+        return y.t(), y * 3, y
+
+    for f in (read_twice, returned, read_twice_and_returned):
         g = tj.make_graph(f, x, w)
         h = transposed_products(g)
         assert _ops(h) == _ops(g), (f.__name__, _ops(h))

@@ -328,12 +328,13 @@ def _make_grads(outputs, grad_outputs):
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             g = _creation.ones_like(t)
-        elif not isinstance(g, Tensor):
-            from ..creation import tensor
-            g = tensor(g, dtype=t.dtype)
+        elif not isinstance(g, Tensor):     # (PyTorch's check: a number or an array is no gradient)
+            raise TypeError(f"gradients can be either Tensors or None, but got {type(g).__name__}")
         elif tuple(g.shape) != tuple(t.shape):
             raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(g.shape)} and output[0] "
                                f"has a shape of {tuple(t.shape)}.")
+        elif g.dtype is not t.dtype:       # PyTorch casts a given gradient to its output's dtype
+            g = g.to(t.dtype)
         out.append(g)
     return out
 
