@@ -11,12 +11,12 @@ order of `xs` (with `reverse=True` too). `init`, `xs` and what `combine_fn` retu
 Gradients flow through the carries, the `xs` and whatever `combine_fn` reads (module parameters), eagerly
 and inside `@trace`. Eagerly the loop runs in Python, one call of `combine_fn` per step (define-by-run, like
 every eager op). Inside `@trace`, `combine_fn` is traced once into a graph of its own and the loop is one `scan`
-node of the program (ops/control.py): compiled once and run as a loop, its backward a reverse loop over the saved
-carries, so a trace of a 1000-step sequence costs what a trace of one step does. There `combine_fn` must be a
+node of the program (ops/control.py): compiled once and run as a loop, its backward a reverse loop over what the
+forward loop kept of each step, so a trace of a 1000-step sequence costs what a trace of one step does. There `combine_fn` must be a
 pure function of its carry, its x and what it reads: an in-place update of a tensor from outside is an error.
 `as_op=True` runs that one op eagerly too: combine_fn is traced once, each step runs its graph, and autograd
 records one ScanBackward0 node. What the loop keeps of each step for its backward: the residuals its derivative
-reads (the values PyTorch's autograd would save, with cheap elementwise ones recomputed from fewer bytes), or
+reads (values PyTorch's autograd would save, less the elementwise ones, recomputed from the others), or
 with `checkpoint=True` the carries alone, each backward step then recomputing its forward step (less memory, more
 work); the Python loop keeps every intermediate of every step.
 """
