@@ -81,3 +81,43 @@ def test_an_accumulating_carry_leaves_the_loop_unless_the_body_reads_it(read_acc
     arrays = [w.numpy(), h0.numpy(), xs.numpy()]
     for a, b in zip(run(g, arrays), run(h, arrays)):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12)
+
+
+def test_invariants_with_constants_views_read_by_kernels_and_returned_invariants():
+    """An invariant reading a constant is hoisted with it; a hoisted view (w.t()) that an elementwise op reads is
+    made contiguous once, before the loop; an invariant the body returns stays in the body."""
+    def f(w, h0, xs):
+        def step(h, x):
+            wt = w.t()
+            h2 = (h * wt[0] + x @ (w + tracejit.ones(4, dtype=w.dtype))).tanh()
+            return h2, (h2, w.sum() * 1.0)
+        h, (ys, ws) = tracejit.scan(step, h0, xs)
+        return h, ys, ws
+    w, h0, xs = (tracejit.tensor(_rng.standard_normal(s)) for s in ((4, 4), (3, 4), (5, 3, 4)))
+    g = tracejit.trace(f, backend="interpreter").graph(w, h0, xs).entry.fwd
+    h = hoist_loops(g)
+    (scan,) = _scans(h)
+    body = scan.attrs["body"]
+    before = h.nodes[:h.nodes.index(scan)]
+    assert any(n.op.name == "contiguous" and n.outputs[0] in scan.inputs for n in before)
+    assert any(n.op.name == "add" and any(i in h.consts for i in n.inputs) for n in before)
+    assert any(n.op.name == "sum" for n in body.nodes)          # w.sum() is returned by the step: not hoisted
+    arrays = [w.numpy(), h0.numpy(), xs.numpy()]
+    for a, b in zip(run(g, arrays), run(h, arrays)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12)
+
+
+def test_a_sum_of_the_loop_input_with_keepdim_leaves_the_loop():
+    def f(h0, xs):
+        def step(c, x):
+            h, tot = c
+            return ((h + x).tanh(), tot + x.sum(0, keepdim=True)), h
+        (h, tot), ys = tracejit.scan(step, (h0, tracejit.zeros(1, 4, dtype=h0.dtype)), xs)
+        return h, tot, ys
+    h0, xs = (tracejit.tensor(_rng.standard_normal(s)) for s in ((3, 4), (5, 3, 4)))
+    g = tracejit.trace(f, backend="interpreter").graph(h0, xs).entry.fwd
+    h = hoist_loops(g)
+    assert _scans(h)[0].attrs["n_carry"] == 1
+    arrays = [h0.numpy(), xs.numpy()]
+    for a, b in zip(run(g, arrays), run(h, arrays)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-12)

@@ -32,11 +32,6 @@ def hoist_loops(g):
     return r.finish()
 
 
-def _layout(attrs):
-    nc, nx = attrs["n_carry"], attrs["n_x"]
-    return nc, nx, len(attrs["body"].inputs) - nc - nx
-
-
 def _rebuild(body, inputs, outputs, names):
     """A new body graph: `inputs` (inputs of `body`, or values it computes, which become inputs: their nodes are
     dropped), the nodes of `body` that `outputs` need, `outputs`."""
@@ -62,7 +57,7 @@ def _rebuild(body, inputs, outputs, names):
 def _invariants(outer, ins, attrs):
     """Body nodes that read only captures and constants (and each other) run in `outer` before the loop."""
     body = attrs["body"]
-    nc, nx, ncap = _layout(attrs)
+    nc, nx = attrs["n_carry"], attrs["n_x"]
     caps = body.inputs[nc + nx:]
     outer_of = dict(zip(caps, ins[nc + nx:]))           # body value -> the outer value it equals
     inv = set(caps) | set(body.consts)
@@ -113,7 +108,7 @@ def _accumulations(outer, ins, attrs, old_outs):
     loop: returns the scan's new outputs emitted in `outer`, and `finish(outs)` that maps them to the old node's
     outputs."""
     body = attrs["body"]
-    nc, nx, ncap = _layout(attrs)
+    nc, nx = attrs["n_carry"], attrs["n_x"]
     n_out = len(old_outs)
     users = body.users()
     returned = {id(o) for o in body.outputs}
