@@ -7,9 +7,20 @@ import pytest
 
 import tracejit
 from tracejit.backends.interpreter import run
-from tracejit.passes.loops import hoist_loops
+from tracejit.ir.verify import verify
+from tracejit.passes.loops import hoist_loops as _hoist
 
 _rng = np.random.default_rng(11)
+
+
+def hoist_loops(g):
+    """The pass, its result verified: the program and every loop body (shapes and dtypes re-derived by the ops'
+    rules), and the program's outputs of the original's types."""
+    h = verify(_hoist(g))
+    for n in _scans(h):
+        verify(n.attrs["body"])
+    assert [(o.shape, o.dtype) for o in h.outputs] == [(o.shape, o.dtype) for o in g.outputs]
+    return h
 
 
 def _scans(g):
@@ -111,8 +122,8 @@ def test_a_sum_of_the_loop_input_with_keepdim_leaves_the_loop():
     def f(h0, xs):
         def step(c, x):
             h, tot = c
-            return ((h + x).tanh(), tot + x.sum(0, keepdim=True)), h
-        (h, tot), ys = tracejit.scan(step, (h0, tracejit.zeros(1, 4, dtype=h0.dtype)), xs)
+            return ((h + x).tanh(), tot + x.sum(1, keepdim=True)), h
+        (h, tot), ys = tracejit.scan(step, (h0, tracejit.zeros(3, 1, dtype=h0.dtype)), xs)
         return h, tot, ys
     h0, xs = (tracejit.tensor(_rng.standard_normal(s)) for s in ((3, 4), (5, 3, 4)))
     g = tracejit.trace(f, backend="interpreter").graph(h0, xs).entry.fwd
