@@ -95,12 +95,12 @@ def test_an_accumulating_carry_leaves_the_loop_unless_the_body_reads_it(read_acc
 
 
 def test_invariants_with_constants_views_read_by_kernels_and_returned_invariants():
-    """An invariant reading a constant is hoisted with it; a hoisted view (w.t()) that an elementwise op reads is
-    made contiguous once, before the loop; an invariant the body returns stays in the body."""
+    """An invariant reading a constant (and one reading a number) is hoisted with it; a hoisted view (w.t()) that an
+    elementwise op reads is made contiguous once, before the loop; an invariant the body returns stays in it."""
     def f(w, h0, xs):
         def step(h, x):
             wt = w.t()
-            h2 = (h * wt[0] + x @ (w + tracejit.ones(4, dtype=w.dtype))).tanh()
+            h2 = (h * wt[0] + x @ ((w + tracejit.ones(4, dtype=w.dtype)) * 0.5)).tanh()
             return h2, (h2, w.sum() * 1.0)
         h, (ys, ws) = tracejit.scan(step, h0, xs)
         return h, ys, ws
@@ -112,6 +112,7 @@ def test_invariants_with_constants_views_read_by_kernels_and_returned_invariants
     before = h.nodes[:h.nodes.index(scan)]
     assert any(n.op.name == "contiguous" and n.outputs[0] in scan.inputs for n in before)
     assert any(n.op.name == "add" and any(i in h.consts for i in n.inputs) for n in before)
+    assert any(n.op.name == "mul" and 0.5 in n.inputs for n in before)
     assert any(n.op.name == "sum" for n in body.nodes)          # w.sum() is returned by the step: not hoisted
     arrays = [w.numpy(), h0.numpy(), xs.numpy()]
     for a, b in zip(run(g, arrays), run(h, arrays)):
