@@ -168,17 +168,11 @@ def split_body(g, n_carry, n_x, checkpoint=False):
         # the residuals: the carries first (as the checkpointing backward reads them; one it does not read is an
         # input it ignores), then the others; the backward's inputs in the reverse loop's order
         names = dict(zip(map(id, bwd.inputs), bwd.input_names))
-        kept, kept_in = fwd.outputs[len(g.outputs):], bwd.inputs[:saved]
+        read_as = {id(v): u for v, u in zip(fwd.outputs[len(g.outputs):], bwd.inputs[:saved])}
         cts, shared = bwd.inputs[saved:saved + n_ct], bwd.inputs[saved + n_ct:]
-        res, res_in = [], []
-        for c in fwd.inputs[:n_carry]:
-            k = next((k for k, v in enumerate(kept) if v is c), None)
-            res.append(c)
-            res_in.append(kept_in[k] if k is not None else bwd.add_input(c.shape, c.dtype))
-        for v, u in zip(kept, kept_in):
-            if not any(v is c for c in fwd.inputs[:n_carry]):
-                res.append(v)
-                res_in.append(u)
+        res = fwd.inputs[:n_carry]
+        res += [v for v in fwd.outputs[len(g.outputs):] if not any(v is c for c in res[:n_carry])]
+        res_in = [read_as[id(v)] if id(v) in read_as else bwd.add_input(v.shape, v.dtype) for v in res]
         fwd.outputs = fwd.outputs[:len(g.outputs)] + res
         fwd.output_names = list(g.output_names) + [f"saved{k}" for k in range(len(res))]
         names.update((id(v), f"saved{k}") for k, v in enumerate(res_in))

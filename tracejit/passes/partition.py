@@ -12,6 +12,7 @@ def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
     only the shared inputs as free."""
     cts = joint.inputs[len(joint.inputs) - n_ct:]
     shared = list(shared)
+    is_shared = set(shared)
     keep_f, _ = live_nodes(joint, joint.outputs[:n_fwd_out])
     keep_b, _ = live_nodes(joint, joint.outputs[n_fwd_out:])
     # random draws needed by the backward are made once, in the forward
@@ -24,7 +25,7 @@ def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
     saved, seen = [], set()
 
     def need(v):
-        if isinstance(v, Value) and v in fwd_defined and v not in seen and v not in shared:
+        if isinstance(v, Value) and v in fwd_defined and v not in seen and v not in is_shared:
             seen.add(v)
             saved.append(v)
     for n in bwd_nodes:
@@ -34,7 +35,7 @@ def partition(joint, n_fwd_out, n_ct, shared=(), recompute=False):
         need(o)
     # what the backward has without a save: the caller holds the forward's inputs and outputs (in a loop, only the
     # shared inputs: a step's carries and outputs would be saved per step too)
-    free = set(shared) if recompute else \
+    free = is_shared if recompute else \
         set(joint.inputs[:len(joint.inputs) - n_ct]) | {o for o in joint.outputs[:n_fwd_out] if isinstance(o, Value)}
     bwd_nodes, saved = rematerialize(joint, bwd_nodes, saved, free, recompute)
     if shared:

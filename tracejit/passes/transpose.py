@@ -43,7 +43,10 @@ def transposed_products(g):
     for n in found:
         m = n.inputs[0].producer
         skip.add(id(m))
-        skip.update(id(_transposed(x)) for x in m.inputs if _transposed(x) is not None and uses[id(x)] == 1)
+        for x in m.inputs:
+            t = _transposed(x)
+            if t is not None and uses[id(x)] == 1:
+                skip.add(id(t))
     found = set(map(id, found))
     r = Rewriter(g)
     for n in g.nodes:

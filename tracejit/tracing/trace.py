@@ -527,9 +527,11 @@ def _record(e, fn, args, kwargs, leaves):
     # objects of the trace are young (the collector is off while building): a collection of the youngest
     # generation frees their cycles (~20 ms); the full one (~0.1 s: numba's objects too) only if some seem alive
     gc.collect(0)
-    if ctx.escaped():
+    escaped = ctx.escaped()
+    if escaped:
         gc.collect()
-    for t in ctx.escaped():
+        escaped = ctx.escaped()
+    for t in escaped:
         e.writeback.append((t, "escaped"))
         wb_vals.append(t._value)
         e.one_shot = True
