@@ -49,12 +49,14 @@ def _arrays(xs, ws, bias, dtype=np.float32, bias_size=None):
     return out
 
 
-@pytest.fixture(params=["batch", "per-image"])
+@pytest.fixture(params=["batch", "per-image", "direct"])
 def products(request, monkeypatch):
     """Every convolution product as one product over the batch, or (kernels/cpu/convgemm.py) one per image, each
-    path taken for every shape (the chosen path depends on the image size otherwise)."""
-    from tracejit.kernels.cpu import conv
+    path taken for every shape (the chosen path depends on the image size otherwise), or by
+    kernels/cpu/convtile.py's direct convolution where it applies."""
+    from tracejit.kernels.cpu import conv, convtile
     from tracejit.kernels.cpu.blas import blas_threads, gemm_address
+    monkeypatch.setattr(convtile, "ENABLED", request.param == "direct")
     limit = 0 if request.param == "per-image" else None
     for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
         monkeypatch.setattr(conv, name, limit)

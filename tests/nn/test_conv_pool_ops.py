@@ -170,9 +170,10 @@ def one_blas_thread():
 @pytest.mark.parametrize("per_image", [False, True])
 def test_conv_of_an_empty_batch(per_image, monkeypatch, one_blas_thread):
     """No images: an empty output and input gradient, a zero weight gradient, on both product paths."""
-    from tracejit.kernels.cpu import conv
+    from tracejit.kernels.cpu import conv, convtile
     for name in ("CHUNKED_FORWARD", "CHUNKED_INPUT_GRAD", "CHUNKED_WEIGHT_GRAD"):
         monkeypatch.setattr(conv, name, 0 if per_image else None)
+    monkeypatch.setattr(convtile, "ENABLED", False)
     one_blas_thread()
     x = tj.tensor(np.ones((0, 2, 5, 5), np.float32), requires_grad=True)
     w = tj.tensor(np.ones((3, 2, 3, 3), np.float32), requires_grad=True)

@@ -1,6 +1,7 @@
 """A convolution's input columns, copied once: `conv2d(x, w)` and `conv2d_backward_weight(x, g)` of a traced
 training step both begin by copying x into the (C*kh*kw, N, OH, OW) column matrix of kernels/cpu/conv.py (im2col);
-this lowering makes the copy one `conv_columns` node that both products read. In the CNN bench's second
+this lowering makes the copy one `conv_columns` node that both products read (except for the convolutions
+kernels/cpu/convtile.py computes in place, without columns). In the CNN bench's second
 convolution (64x16x8x8 input, 3x3) the copy is 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25.
 A backend lowering after autodiff (the new nodes have no derivative), like gemm.py; the interpreter backend keeps
 the plain ops as the reference. The shared columns live from the forward to the weight gradient, kh*kw times the
@@ -10,6 +11,7 @@ as before.
 import numpy as np
 
 from tracejit.kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
+from tracejit.kernels.cpu.convtile import direct
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter
@@ -52,7 +54,10 @@ def shared_columns(g):
             return None
         kh, kw = (y.shape if n.op.name == "conv2d" else n.attrs["weight_shape"])[2:]
         a = n.attrs
-        return id(x), kh, kw, tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
+        k = id(x), kh, kw, tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
+        if direct(x.dtype.np, a["groups"], *k[3:], (kh, kw), _cols_meta(x, *k[1:]).shape[2:]):
+            return None                      # convolved in place, no columns (kernels/cpu/convtile.py)
+        return k
 
     count, first = {}, {}
     for n in g.nodes:

@@ -1,0 +1,340 @@
+"""Direct float32 convolutions by register tiles: no column matrix in memory, no BLAS call, no transposed copy.
+
+kernels/cpu/conv.py copies the input into a column matrix kh*kw times its size (im2col, memory-bound) and hands
+the products, short and wide ((16 x 144) @ (144 x 16384) for a 16-channel 3x3 layer), to OpenBLAS, which runs
+them at 50-60 GFLOP/s on one core of an AMD EPYC (znver3, AVX2). Here one tile written in LLVM IR (`_outer`)
+multiplies: rows r < MR of C[r, :NR] (+)= sum over t of A[t, r] * B[t, :NR], NR = 16 floats as two 8-float
+vectors, MR x 2 accumulators in registers, one broadcast of A and two vector loads of B per step (70-80 GFLOP/s
+on the same core when B sits in L1). B is a *panel*: the columns of NR consecutive output positions of one image
+(K = C*kh*kw rows of NR), built in a small buffer from the zero-padded input just before use (`_panel`: runs of
+contiguous input, so the stride along the width must be 1).
+
+- forward: C = out[n, o-block, panel], A = the weights (O, K);
+- weight gradient: C = dw^T (K, 16 output channels) summed over every panel, A = the panel, B = 16 positions of
+  g laid out (positions, O rounded up to 16);
+- input gradient (stride 1): the forward convolution of the padded g with the flipped, transposed weights.
+
+Used where `direct` holds (float32, one group, stride 1 along the width, the output width a multiple or a
+divisor of NR); else conv.py's products. Vector width 8 floats (256 bits) on every CPU: LLVM lowers it to two
+SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA.
+"""
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+
+NR = 16          # output positions per panel (a tile's row: two vectors of 8 floats)
+VL = 8           # floats per vector
+ENABLED = True   # tests turn it off to reach kernels/cpu/conv.py's BLAS products for every shape
+WIDE = 64        # positions per panel of the weight gradient (its tiles' reduction)
+MR = 6           # rows of an `_outer` tile (12 accumulators; 4 left too few in flight: 63 vs 75 GFLOP/s)
+
+
+def direct(dtype, groups, stride, padding, dilation, kernel, out_size):
+    """Whether a convolution (its forward and weight gradient) runs here: float32, one group, width stride 1,
+    a kernel of more than one tap (a 1x1 convolution's columns are the input itself: BLAS's product was 2-3x
+    faster there), an output of OH x OW positions with OW a multiple or a divisor of NR and OH*OW a multiple of
+    NR."""
+    OH, OW = out_size
+    return (ENABLED and np.dtype(dtype) == np.float32 and groups == 1 and stride[1] == 1 and
+            kernel[0] * kernel[1] > 1 and OH * OW > 0 and
+            OH * OW % NR == 0 and (OW % NR == 0 or NR % OW == 0))
+
+
+def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_size):
+    """Whether the input gradient runs here: a stride-1 forward convolution producing the input's size, g padded
+    by dilation*(kernel-1) - padding >= 0."""
+    return (stride == (1, 1) and all(d * (k - 1) >= p for d, k, p in zip(dilation, kernel, padding)) and
+            direct(dtype, groups, stride, padding, dilation, kernel, input_size))
+
+
+def _ir_types():
+    f32 = ir.FloatType()
+    vt = ir.VectorType(f32, VL)
+    return f32, vt, ir.IntType(64)
+
+
+def _fmuladd(builder):
+    _, vt, _ = _ir_types()
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fmuladd.v{VL}f32")
+
+
+def _vload(builder, p, k):
+    _, vt, i64 = _ir_types()
+    return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(i64, k)]), vt.as_pointer()), align=4)
+
+
+def _vstore(builder, v, p, k):
+    _, vt, i64 = _ir_types()
+    builder.store(v, builder.bitcast(builder.gep(p, [ir.Constant(i64, k)]), vt.as_pointer()), align=4)
+
+
+def _counted_loop(builder, n, carried, body):
+    """for t in range(n): carried = body(t, carried); returns the final values (the initial ones when n <= 0)."""
+    _, _, i64 = _ir_types()
+    pre = builder.block
+    loop, done = builder.append_basic_block("tile.loop"), builder.append_basic_block("tile.done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    t = builder.phi(i64)
+    phis = [builder.phi(v.type) for v in carried]
+    new = body(t, phis)
+    t1 = builder.add(t, ir.Constant(i64, 1))
+    end = builder.block
+    t.add_incoming(ir.Constant(i64, 0), pre)
+    t.add_incoming(t1, end)
+    for p, v0, v1 in zip(phis, carried, new):
+        p.add_incoming(v0, pre)
+        p.add_incoming(v1, end)
+    builder.cbranch(builder.icmp_signed("<", t1, n), loop, done)
+    builder.position_at_end(done)
+    out = [builder.phi(v.type) for v in carried]
+    for p, v0, v1 in zip(out, carried, new):
+        p.add_incoming(v0, pre)
+        p.add_incoming(v1, end)
+    return out
+
+
+def _literal(t):
+    return t.literal_value if isinstance(t, types.IntegerLiteral) else None
+
+
+@intrinsic(prefer_literal=True)
+def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_h, c, c0, c_r, q, mr, add):
+    """C[c0 + r*c_r : +NR] (+)= sum over t of A[a0 + t.a_s + r*a_r] * B[b0 + t.b_s : +8, and b_h beyond : +8] for
+    r < mr, t running over the three-level index range q (a_s, b_s: the strides per level): a reduction over
+    (channel, kernel row, kernel column) read in place from a padded image. a, b, c are float32 arrays read and
+    written through their data pointers (offsets and strides in floats, unchecked); `mr` and `add` (0: set C,
+    1: add to it) literals; B's row is two 8-float vectors, the second b_h floats after the first."""
+    rows, adds = _literal(mr), _literal(add)
+    if rows is None or adds is None or not 1 <= rows <= 8 or \
+            not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (a, b, c)):
+        return None
+    sig = types.void(a, a0, a_s, a_r, b, b0, b_s, b_h, c, c0, c_r, q, mr, add)
+
+    def codegen(context, builder, sig, args):
+        f32, vt, i64 = _ir_types()
+        (A, a0, a_s, a_r, B, b0, b_s, b_h, C, c0, c_r, q) = args[:12]
+        ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
+        levels = lambda tup: [ints(builder.extract_value(tup, d)) for d in range(3)]   # noqa: E731
+        a_s, b_s, q = levels(a_s), levels(b_s), levels(q)
+        a_r, b_h, c_r = ints(a_r), ints(b_h), ints(c_r)
+        av, bv, cv = [builder.gep(context.make_array(sig.args[k])(context, builder, arr).data, [ints(o)])
+                      for k, arr, o in ((0, A, a0), (4, B, b0), (8, C, c0))]
+        fma = _fmuladd(builder)
+        splat = ir.Constant(ir.VectorType(ir.IntType(32), VL), [0] * VL)
+        zero = ir.Constant(vt, [0.0] * VL)
+
+        def step(ap, bp, acc):
+            bs = [_vload(builder, bp, 0), _vload(builder, builder.gep(bp, [b_h]), 0)]
+            out = []
+            for r in range(rows):
+                s = builder.load(builder.gep(ap, [builder.mul(a_r, ir.Constant(i64, r))]))
+                v = builder.shuffle_vector(builder.insert_element(ir.Constant(vt, ir.Undefined), s,
+                                                                  ir.Constant(ir.IntType(32), 0)),
+                                           ir.Constant(vt, ir.Undefined), splat)
+                out += [builder.call(fma, [v, bs[h], acc[2 * r + h]]) for h in range(2)]
+            return out
+
+        def level(d, ap, bp, acc):
+            if d == 3:
+                return step(ap, bp, acc)
+            return _counted_loop(builder, q[d], acc, lambda t, acc: level(
+                d + 1, builder.gep(ap, [builder.mul(t, a_s[d])]), builder.gep(bp, [builder.mul(t, b_s[d])]), acc))
+
+        cps = [builder.gep(cv, [builder.mul(c_r, ir.Constant(i64, r))]) for r in range(rows)]
+        init = [_vload(builder, cp, h * VL) if adds else zero for cp in cps for h in range(2)]
+        acc = level(0, av, bv, init)
+        for r, cp in enumerate(cps):
+            for h in range(2):
+                _vstore(builder, acc[2 * r + h], cp, h * VL)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _rows(add):
+    def rows(a, a0, a_s, a_r, b, b0, b_s, b_h, c, c0, c_r, q, m):
+        """`_outer` over m rows: tiles of MR, then a tail of 4, 2, 1."""
+        r = 0
+        while r + MR <= m:
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 6, add)
+            r += MR
+        if m - r >= 4:
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 4, add)
+            r += 4
+        if m - r >= 2:
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 2, add)
+            r += 2
+        if m - r >= 1:
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 1, add)
+    return numba.njit(cache=True, nogil=True, inline="always")(rows)
+
+
+_outer_rows, _outer_rows_add = _rows(0), _rows(1)
+
+
+@intrinsic(prefer_literal=True)
+def _move(typingctx, dst, d0, src, s0, n):
+    """dst[d0 : d0+n] = src[s0 : s0+n] as one vector load and store; n a literal (float32 arrays, unchecked)."""
+    width = _literal(n)
+    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+        return None
+    sig = types.void(dst, d0, src, s0, n)
+
+    def codegen(context, builder, sig, args):
+        f32, _, i64 = _ir_types()
+        vt = ir.VectorType(f32, width).as_pointer()
+        d, s = [builder.gep(context.make_array(sig.args[k])(context, builder, args[k]).data,
+                            [builder.sext(args[k + 1], i64) if args[k + 1].type.width < 64 else args[k + 1]])
+                for k in (0, 2)]
+        builder.store(builder.load(builder.bitcast(s, vt), align=4), builder.bitcast(d, vt), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _panel(xp, g0, width, P, kh, kw, sh, dh, dw, OW, runs, panel):
+    """panel[k*width + t] = the column row k = (c, i, j) of output position g0 + t (counted over the whole batch,
+    P positions an image), read from the padded input xp (N, C, Hp, Wp) in runs of L = min(OW, NR) contiguous
+    floats (`runs`: their offsets)."""
+    C, Hp, Wp = xp.shape[1], xp.shape[2], xp.shape[3]
+    src = xp.reshape(-1)
+    L = OW if OW < NR else NR
+    for q in range(width // L):
+        n, pp = (g0 + q * L) // P, (g0 + q * L) % P
+        runs[q] = (n * C * Hp + pp // OW * sh) * Wp + pp % OW
+    k = 0
+    for c in range(C):
+        for i in range(kh):
+            for j in range(kw):
+                base = (c * Hp + i * dh) * Wp + j * dw
+                d = k * width
+                if L == NR:
+                    for q in range(width // NR):
+                        _move(panel, d + q * NR, src, base + runs[q], 16)
+                elif L == 8:
+                    for q in range(width // 8):
+                        _move(panel, d + q * 8, src, base + runs[q], 8)
+                elif L == 4:
+                    for q in range(width // 4):
+                        _move(panel, d + q * 4, src, base + runs[q], 4)
+                else:
+                    for q in range(width // L):
+                        for t in range(L):
+                            panel[d + q * L + t] = src[base + runs[q] + t]
+                k += 1
+
+
+def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
+    """out (N, O, OH, OW) = the convolution of the padded input xp with w (O, K), plus bias (size 0: none).
+    Output rows of 16 or 8 positions are read in place from xp (one or two image rows per tile row); others
+    through a panel."""
+    N, O, OH, OW = out.shape
+    C, Hp, Wp = xp.shape[1], xp.shape[2], xp.shape[3]
+    P, K = OH * OW, w.shape[1]
+    o = out.reshape(N, O, P)
+    src = xp.reshape(-1)
+    wsteps = (kh * kw, kw, 1)
+    for n in prange(N):
+        panel = np.empty(K * NR, np.float32)
+        runs = np.empty(NR, np.int64)
+        for pb in range(P // NR):
+            if OW % NR == 0 or OW == 8:
+                oh, ow = pb * NR // OW, pb * NR % OW
+                _outer_rows(w, 0, wsteps, K, src, (n * C * Hp + oh * sh) * Wp + ow, (Hp * Wp, dh * Wp, dw),
+                            8 if OW != 8 else sh * Wp, o, n * O * P + pb * NR, P, (C, kh, kw), O)
+            else:
+                _panel(xp, n * P + pb * NR, NR, P, kh, kw, sh, dh, dw, OW, runs, panel)
+                _outer_rows(w, 0, (0, 0, 1), K, panel, 0, (0, 0, NR), 8, o, n * O * P + pb * NR, P, (1, 1, K), O)
+        if bias.size:
+            for c in range(O):
+                bc = bias[c]
+                for t in range(P):
+                    o[n, c, t] += bc
+
+
+def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
+    """out (O, K) = sum over positions of g (N, O, OH, OW) times the columns, as its transpose (K, O): per panel,
+    (K x NR) by (NR x 16 channels) tiles added into a (K, O rounded up to 16) sum, g laid out once as (positions,
+    O rounded up, zeros beyond O); one sum per thread's share of the panels (`threads`), added at the end."""
+    N, O, OH, OW = g.shape
+    P, K = OH * OW, out.shape[1]
+    npan = (N * P + WIDE - 1) // WIDE
+    O16 = (O + NR - 1) // NR * NR
+    gt = np.zeros((N * P, O16), np.float32)
+    gf = g.reshape(N, O, P)
+    for n in prange(N):
+        for c in range(O):
+            for t in range(P):
+                gt[n * P + t, c] = gf[n, c, t]
+    parts = min(npan, threads)
+    acc = np.zeros((parts, K, O16), np.float32)
+    for part in prange(parts):
+        panel = np.empty(K * WIDE, np.float32)
+        runs = np.empty(WIDE, np.int64)
+        for i in range(part, npan, parts):
+            width = min(WIDE, N * P - i * WIDE)
+            _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, dw, OW, runs, panel)
+            for j in range(0, O16, NR):
+                _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), 8, acc,
+                                part * K * O16 + j, O16, (1, 1, width), K)
+    for c in range(O):
+        for k in range(K):
+            v = np.float32(0)
+            for part in range(parts):
+                v += acc[part, k, c]
+            out[c, k] = v
+
+
+_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _forward, _weight_grad)}
+_panel = _SEQ["_panel"]
+_PAR = {}
+
+
+def _kernel(name):
+    """The kernel `name`, compiled with prange parallel where numba runs more than one thread."""
+    if numba.get_num_threads() == 1:
+        return _SEQ[name]
+    if name not in _PAR:
+        _PAR[name] = numba.njit(cache=True, nogil=True, parallel=True)(_SEQ[name].py_func)
+    return _PAR[name]
+
+
+def _padded(x, ph, pw):
+    N, C, H, W = x.shape
+    xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), np.float32)
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    return xp
+
+
+def _out_size(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def forward(x, w, bias, stride, padding, dilation):
+    N, C, H, W = x.shape
+    O, _, kh, kw = w.shape
+    OH, OW = _out_size(H, kh, stride[0], padding[0], dilation[0]), _out_size(W, kw, 1, padding[1], dilation[1])
+    out = np.empty((N, O, OH, OW), np.float32)
+    b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
+    _kernel("_forward")(_padded(x, *padding), np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw,
+                        stride[0], dilation[0], dilation[1], out)
+    return out
+
+
+def input_grad(g, w, padding, dilation):
+    """The input gradient of a stride-1 convolution (see `direct_input_grad`)."""
+    kh, kw = w.shape[2:]
+    wt = np.ascontiguousarray(np.asarray(w, np.float32)[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    pads = (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])
+    return forward(g, wt, None, (1, 1), pads, dilation)
+
+
+def weight_grad(x, g, weight_shape, stride, padding, dilation):
+    O, C, kh, kw = weight_shape
+    out = np.empty((O, C * kh * kw), np.float32)
+    _kernel("_weight_grad")(_padded(x, *padding), np.ascontiguousarray(g, np.float32), kh, kw, stride[0],
+                            dilation[0], dilation[1], numba.get_num_threads(), out)
+    return out.reshape(weight_shape)

@@ -1,0 +1,139 @@
+"""kernels/cpu/convtile.py: float32 convolutions by register tiles, read in place from the padded input, against
+float64 references (numpy, no torch), for every row layout the kernels distinguish: output rows of 16 positions
+or a multiple (read in place, one image row per tile row), of 8 (two image rows), of 4, 2 and 1 (through
+panels), weight-gradient panels that cross images and a last partial one; strides along the height, dilation,
+unequal padding, non-square kernels; output channel counts around the tiles' 6 rows and 16 columns; one numba
+thread and two."""
+import numba
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.kernels.cpu import conv, convtile
+
+
+def _reference(x, w, b, stride, padding, dilation, g):
+    """float64 forward, input gradient and weight gradient by explicit sums over the kernel taps."""
+    x, w, g = (a.astype(np.float64) for a in (x, w, g))
+    N, C, H, W = x.shape
+    O, _, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    OH, OW = g.shape[2:]
+    y = np.zeros((N, O, OH, OW)) + (0 if b is None else b.astype(np.float64)[None, :, None, None])
+    gxp = np.zeros_like(xp)
+    gw = np.zeros(w.shape)
+    for i in range(kh):
+        for j in range(kw):
+            win = (slice(None), slice(None), slice(i * dh, i * dh + sh * (OH - 1) + 1, sh),
+                   slice(j * dw, j * dw + sw * (OW - 1) + 1, sw))
+            y += np.einsum("nchw,oc->nohw", xp[win], w[:, :, i, j])
+            gxp[win] += np.einsum("nohw,oc->nchw", g, w[:, :, i, j])
+            gw[:, :, i, j] = np.einsum("nohw,nchw->oc", g, xp[win])
+    return y, gxp[:, :, ph:ph + H, pw:pw + W], gw
+
+
+CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
+    (3, 16, 16, 16, 16, (3, 3), (1, 1), (1, 1), (1, 1)),     # rows of 16, in place; K = 144
+    (2, 5, 8, 8, 13, (3, 3), (1, 1), (1, 1), (1, 1)),        # rows of 8: two image rows per tile row
+    (4, 5, 4, 4, 11, (3, 3), (1, 1), (1, 1), (1, 1)),        # rows of 4 through panels; O < 16
+    (3, 3, 2, 8, 20, (1, 3), (1, 1), (0, 1), (1, 1)),        # rows of 8, 1 x 3 kernel, unequal padding
+    (5, 2, 8, 2, 7, (3, 1), (1, 1), (1, 0), (1, 1)),         # rows of 2 (scalar panel runs)
+    (2, 3, 16, 1, 6, (3, 1), (1, 1), (1, 0), (1, 1)),        # rows of 1
+    (2, 16, 8, 8, 32, (1, 1), (1, 1), (0, 0), (1, 1)),       # 1x1: BLAS's (not direct)
+    (2, 4, 6, 34, 33, (2, 3), (1, 1), (0, 0), (1, 1)),       # rows of 32, O = 33 (tiles of 6 and a tail of 3)
+    (2, 3, 9, 16, 17, (3, 3), (2, 1), (1, 1), (1, 1)),       # stride 2 along the height only
+    (2, 3, 12, 20, 4, (3, 3), (1, 1), (2, 3), (2, 2)),       # dilation 2, rows of 20 -> not direct: reference
+    (5, 3, 8, 8, 5, (3, 3), (1, 1), (1, 1), (1, 1)),         # 320 positions: the last wide panel is partial
+    (1, 64, 4, 4, 64, (3, 3), (1, 1), (1, 1), (1, 1)),       # K = 576, 16 positions in all
+]
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    if request.param > numba.config.NUMBA_NUM_THREADS:
+        pytest.skip("numba runs one thread here")
+    before = numba.get_num_threads()
+    numba.set_num_threads(request.param)
+    yield request.param
+    numba.set_num_threads(before)
+
+
+@pytest.mark.parametrize("N,C,H,W,O,kernel,stride,padding,dilation", CASES)
+def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, padding, dilation, threads):
+    rng = np.random.default_rng(N * 100 + C * 10 + O)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((O, C) + kernel).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    OH, OW = (conv.conv_out_size(s, k, st, p, d) for s, k, st, p, d in zip((H, W), kernel, stride, padding, dilation))
+    g = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    y, gx, gw = _reference(x, w, b, stride, padding, dilation, g)
+    taken = convtile.direct(np.float32, 1, stride, padding, dilation, kernel, (OH, OW))
+    assert taken == ((OW % 16 == 0 or 16 % OW == 0) and kernel != (1, 1))   # not: rows of 20, 1x1
+    if taken:
+        tol = dict(rtol=1e-4, atol=1e-4 * np.sqrt(C * kernel[0] * kernel[1]))
+        np.testing.assert_allclose(convtile.forward(x, w, b, stride, padding, dilation), y, **tol)
+        np.testing.assert_allclose(convtile.weight_grad(x, g, w.shape, stride, padding, dilation), gw,
+                                   rtol=1e-4, atol=1e-4 * np.sqrt(N * OH * OW))
+        if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
+            np.testing.assert_allclose(convtile.input_grad(g, w, padding, dilation), gx, rtol=1e-4,
+                                       atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
+    # the public entry points, whichever path they take, agree with the same reference
+    np.testing.assert_allclose(conv.conv2d_forward(x, w, stride, padding, dilation, 1, b), y, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(conv.conv2d_input_grad(g, w, x.shape, stride, padding, dilation, 1), gx,
+                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(conv.conv2d_weight_grad(x, g, w.shape, stride, padding, dilation, 1), gw,
+                               rtol=1e-4, atol=1e-3)
+
+
+def test_which_convolutions_run_direct():
+    """float32, one group, stride 1 along the width, more than one tap, rows that tile by 16; the input gradient
+    also needs stride 1 and a padding below the kernel's reach (g padded, never cropped)."""
+    d = convtile.direct
+    assert d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
+    assert d(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 16))
+    assert not d(np.float64, 1, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
+    assert not d(np.float32, 2, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
+    assert not d(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (16, 8))
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (3, 12))       # 36 positions
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (4, 12))       # rows of 12
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (0, 16))
+    assert not d(np.float32, 1, (1, 1), (0, 0), (1, 1), (1, 1), (16, 16))
+    assert d(np.float32, 1, (1, 1), (0, 0), (1, 1), (1, 2), (16, 16))
+    di = convtile.direct_input_grad
+    assert di(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (8, 8))
+    assert not di(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 8))
+    assert not di(np.float32, 1, (1, 1), (3, 1), (1, 1), (3, 3), (8, 8))       # padding 3 > reach 2 of a 3x3
+
+
+def test_traced_resnet_layer_convolves_in_place():
+    """A float32 3x3 'same' convolution of a traced training step needs no columns: no conv_columns node (the
+    BLAS path's shared im2col) is left in the compiled graph, and its numbers equal eager's."""
+    rng = np.random.default_rng(0)
+    x = tj.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
+    w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
+
+    def step(x, w):
+        y = F.conv2d(x, w, padding=1)
+        (y * y).sum().backward()
+        return y.detach(), w.grad
+
+    def run(fn):
+        w = tj.tensor(w0, requires_grad=True)
+        return [t.numpy() for t in fn(x, w)]
+    traced = tj.trace(step)
+    got, want = run(traced), run(step)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+    graph = traced.graph(x, tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
+    names = {n.op.name for n in graph.nodes}
+    assert "conv_columns" not in names and "conv2d" in names and "conv2d_backward_weight" in names
+
+
+def test_an_empty_batch_convolves_to_empty_and_zero_gradients():
+    x = np.ones((0, 2, 4, 4), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    assert convtile.forward(x, w, None, (1, 1), (1, 1), (1, 1)).shape == (0, 3, 4, 4)
+    np.testing.assert_array_equal(convtile.weight_grad(x, np.ones((0, 3, 4, 4), np.float32), w.shape, (1, 1),
+                                                       (1, 1), (1, 1)), np.zeros(w.shape, np.float32))
