@@ -146,7 +146,7 @@ def print_table(results, file=None):
 # ----------------------------------------------------------------------------------------------- suite
 
 def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=None, out=None, compare_to=None,
-              cpu_time=False):
+              cpu_time=False, threads=1):
     out = out or sys.stdout
     say = lambda *a: print(*a, file=out, flush=True)  # noqa: E731
     H = _harness()
@@ -173,12 +173,16 @@ def run_suite(names=None, quick=False, json_path=None, plot_path=None, compare=N
         return 2
     t_start = time.perf_counter()
     H.CONFIG["clock"] = "cpu" if cpu_time else "wall"
+    if threads < 1:
+        say(f"--threads {threads}: give 1 or more")
+        return 2
+    H.CONFIG["threads"] = threads
     threads = H.pin_threads()
     mach = H.machine()
     say(f"tracejit bench{' --quick' if quick else ''}: {H.machine_line(mach)}, {mach['cores']} cores, "
         f"Python {mach['python']}, numpy {mach['numpy']}, numba {mach.get('numba', '-')}")
     say("threads pinned: " + ", ".join(f"{k} {v}" for k, v in threads.items())
-        + " (one thread per system: the machine has 2 shared cores)")
+        + (" (one thread per system)" if H.CONFIG["threads"] == 1 else ""))
     if cpu_time:
         say("clock: the process's CPU time per call (all its threads), not the wall clock (--cpu-time)")
     rf = H.roofs()

@@ -193,7 +193,7 @@ def bench_cmd(args):
             raise UsageError(f"{flag} {path!r}: the folder {os.path.dirname(os.path.abspath(path))} does not exist")
     compare = [c.strip() for c in args.compare.split(",") if c.strip()] if args.compare else None
     return run_suite(args.names, quick=args.quick, json_path=args.json, plot_path=args.plot, compare=compare,
-                     compare_to=args.compare_to, cpu_time=args.cpu_time)
+                     compare_to=args.compare_to, cpu_time=args.cpu_time, threads=args.threads)
 
 
 def main(argv=None):
@@ -223,6 +223,9 @@ def main(argv=None):
                         "that work here; numpy always)")
     b.add_argument("--compare-to", default=None, metavar="FILE.json",
                    help="an earlier run's --json file: also print each row's time now / then (same machine)")
+    b.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="threads for every system (OpenBLAS, torch, numba; default 1: stable timings on a shared "
+                        "machine)")
     b.add_argument("--cpu-time", action="store_true",
                    help="time calls by the process's CPU time (all threads) instead of the wall clock: on a busy "
                         "shared machine the time spent waiting for a core is not counted")

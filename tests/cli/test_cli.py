@@ -97,6 +97,29 @@ def test_bench_quick_prints_the_table_after_the_correctness_check(tmp_path):
     assert doc["benchmarks"]["rows"].startswith("ok")
 
 
+def test_bench_threads_option_pins_every_system(tmp_path):
+    """--threads N pins OpenBLAS and numba (and torch where it is measured) to N threads; 0 is refused."""
+    import io
+
+    import numba
+
+    from tracejit.bench import run_suite
+    from tracejit.kernels.cpu.blas import blas_threads
+    before = numba.get_num_threads(), blas_threads()
+    n = min(2, numba.config.NUMBA_NUM_THREADS)
+    try:
+        out = io.StringIO()
+        assert run_suite(["rows"], quick=True, compare=["numpy"], out=out, threads=n) == 0
+        assert f"threads pinned: OpenBLAS {n}" in out.getvalue() and f"numba {n}" in out.getvalue()
+        out = io.StringIO()
+        assert run_suite(["rows"], quick=True, compare=["numpy"], out=out, threads=0) == 2
+        assert "--threads 0: give 1 or more" in out.getvalue()
+    finally:
+        numba.set_num_threads(before[0])
+        if before[1] is not None:
+            blas_threads(before[1])
+
+
 def test_bench_quick_checks_and_times_jax_jit(tmp_path):
     pytest.importorskip("jax")
     js = tmp_path / "bench.json"
