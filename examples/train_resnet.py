@@ -83,16 +83,20 @@ def colour_shapes(n=2560, size=16, seed=0):
 
 def check_against_torch(steps, batch, lr, seed):
     """`steps` SGD steps in tracejit eager, tracejit traced and PyTorch from the same weights and batches: the
-    largest relative loss differences and the largest running-statistic differences."""
+    largest relative loss differences and the largest running-statistic differences, each also against PyTorch in
+    float64, beside PyTorch float32's own distance from its float64 run and from itself without oneDNN (its other
+    convolution algorithm): the scale float32 rounding grows to over the steps."""
     import torch as pt
     torch.manual_seed(seed)
     ref = make_resnet(nn)
     x, y = colour_shapes(steps * batch, seed=seed)
     runs = {}
-    for name in ("tracejit eager", "tracejit traced", "torch"):
-        lib = pt if name == "torch" else torch
-        model = make_resnet(lib.nn)
-        model.load_state_dict({k: lib.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    for name in ("tracejit eager", "tracejit traced", "torch", "torch float64", "torch without oneDNN"):
+        lib = pt if name.startswith("torch") else torch
+        dtype = lib.float64 if name == "torch float64" else lib.float32
+        model = make_resnet(lib.nn).to(dtype)
+        model.load_state_dict({k: lib.tensor(v.numpy()).to(dtype) if v.is_floating_point() else lib.tensor(v.numpy())
+                               for k, v in ref.state_dict().items()})
         opt = lib.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
         loss_fn = lib.nn.CrossEntropyLoss()
 
@@ -104,20 +108,31 @@ def check_against_torch(steps, batch, lr, seed):
             return loss.detach()
         if name == "tracejit traced":
             step = torch.trace(step)
-        losses = [float(step(lib.tensor(x[i * batch:(i + 1) * batch]), lib.tensor(y[i * batch:(i + 1) * batch])))
-                  for i in range(steps)]
+        onednn = pt.backends.mkldnn.enabled
+        pt.backends.mkldnn.enabled = name != "torch without oneDNN"
+        try:
+            losses = [float(step(lib.tensor(x[i * batch:(i + 1) * batch]).to(dtype),
+                                 lib.tensor(y[i * batch:(i + 1) * batch]))) for i in range(steps)]
+        finally:
+            pt.backends.mkldnn.enabled = onednn
         stats = {k: v.numpy().astype(np.float64) for k, v in model.state_dict().items() if "running" in k}
         runs[name] = (np.array(losses), stats)
-    lt, st = runs["torch"]
+    lt = runs["torch"][0]
     print(f"{steps} SGD steps (batch {batch}) from the same weights and batches; torch losses {lt[0]:.5f} .. "
           f"{lt[-1]:.5f}")
     out = {}
-    for name in ("tracejit eager", "tracejit traced"):
+    for name in ("tracejit eager", "tracejit traced", "torch without oneDNN"):
         lo, so = runs[name]
-        rel = float(np.max(np.abs(lo - lt) / np.abs(lt)))
-        dstat = max(float(np.max(np.abs(so[k] - st[k]) / (1 + np.abs(st[k])))) for k in st)
-        out[name] = (rel, dstat)
-        print(f"{name:>16}: max relative loss difference {rel:.2e}, max running-stat difference {dstat:.2e}")
+        diffs = []
+        for against in ("torch", "torch float64"):
+            la, sa = runs[against]
+            diffs += [float(np.max(np.abs(lo - la) / np.abs(la))),
+                      max(float(np.max(np.abs(so[k] - sa[k]) / (1 + np.abs(sa[k])))) for k in sa)]
+        out[name] = tuple(diffs[:2])
+        print(f"{name:>20}: max relative loss difference {diffs[0]:.2e} (to float64: {diffs[2]:.2e}), max "
+              f"running-stat difference {diffs[1]:.2e} ({diffs[3]:.2e})")
+    l64 = runs["torch float64"][0]
+    print(f"{'torch float32':>20}: to float64: max relative loss difference {np.max(np.abs(lt - l64) / l64):.2e}")
     return out
 
 
