@@ -1,9 +1,9 @@
 """kernels/cpu/convtile.py: float32 convolutions by register tiles, read in place from the padded input, against
 float64 references (numpy, no torch), for every row layout the kernels distinguish: output rows of 16 positions
 or a multiple (read in place, one image row per tile row), of 8 (two image rows), of 4, 2 and 1 (through
-panels), weight-gradient panels that cross images and a last partial one; strides along the height, dilation,
-unequal padding, non-square kernels; output channel counts around the tiles' 6 rows and 16 columns; one numba
-thread and two."""
+panels), weight-gradient panels that cross images and a last partial one; kernels 3 wide (unrolled) and not;
+strides along the height, dilation, unequal padding, non-square kernels; output channel counts around the tiles'
+6 rows and 16 columns; one numba thread and two."""
 import numba
 import numpy as np
 import pytest
@@ -44,6 +44,7 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 16, 8, 8, 32, (1, 1), (1, 1), (0, 0), (1, 1)),       # 1x1: BLAS's (not direct)
     (2, 4, 6, 34, 33, (2, 3), (1, 1), (0, 0), (1, 1)),       # rows of 32, O = 33 (tiles of 6 and a tail of 3)
     (2, 3, 9, 16, 17, (3, 3), (2, 1), (1, 1), (1, 1)),       # stride 2 along the height only
+    (2, 3, 12, 16, 5, (5, 5), (1, 1), (2, 2), (1, 1)),       # in place, 5 kernel columns (a loop, not unrolled)
     (2, 3, 12, 20, 4, (3, 3), (1, 1), (2, 3), (2, 2)),       # dilation 2, rows of 20 -> not direct: reference
     (5, 3, 8, 8, 5, (3, 3), (1, 1), (1, 1), (1, 1)),         # 320 positions: the last wide panel is partial
     (1, 64, 4, 4, 64, (3, 3), (1, 1), (1, 1), (1, 1)),       # K = 576, 16 positions in all
