@@ -1,6 +1,6 @@
 """Normalizations of the rows of a [N, D] array, each a pass over the rows: layer normalization, softmax and
-log_softmax, forward and backward, what eager layer_norm, softmax and log_softmax run (ops/nn_ops.py). Row
-statistics and sums are accumulated in float64."""
+log_softmax, forward and backward, what eager layer_norm, softmax and log_softmax run (ops/nn_ops.py); and batch
+norm's training backward, channel by channel. Row statistics and sums are accumulated in float64."""
 import numpy as np
 from numba import njit
 
@@ -50,6 +50,30 @@ def layer_norm_rows_backward(g, x, mean, rstd, w, gx, gw, gb):
     for j in range(d):
         gw[j] = sw[j]
         gb[j] = sb[j]
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc"})
+def batch_norm_backward_channels(g, x, mean, invstd, scale, gx, sums):
+    """Training batch norm's backward over (N, C, L) arrays, channel by channel: the sums of g and of g * xhat
+    (xhat = (x - mean) * invstd) into sums[0] and sums[1], then gx = (g - mean(g) - xhat * mean(g * xhat)) *
+    scale, both passes over the channel's N runs of L."""
+    N, C, L = x.shape
+    cnt = N * L
+    for c in range(C):
+        m, r = mean[c], invstd[c]
+        s1 = 0.0
+        s2 = 0.0
+        for n in range(N):
+            for j in range(L):
+                gj = np.float64(g[n, c, j])
+                s1 += gj
+                s2 += gj * ((x[n, c, j] - m) * r)
+        a, b, k = s1 / cnt, s2 / cnt * r, scale[c]
+        for n in range(N):
+            for j in range(L):
+                gx[n, c, j] = (g[n, c, j] - a - (x[n, c, j] - m) * b) * k
+        sums[0, c] = s2
+        sums[1, c] = s1
 
 
 @njit(nogil=True, cache=True)

@@ -55,6 +55,63 @@ def test_gradcheck_float64(training, affine):
     assert gradgradcheck(f, ins)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,layout", [((6, 3), "C"), ((4, 3, 5), "C"), ((3, 2, 4, 5), "C"),
+                                          ((3, 2, 4, 5), "channels_last")])
+def test_eager_backward_op_equals_the_formula(dtype, shape, layout):
+    """Eagerly, with no graph of the gradient, the training backward is one op (batch_norm_backward: a numba pass
+    per channel); its gradients equal the VJP's formula (what a graph of the gradient and traced programs use)
+    and the float64 reference's, for 2-D, 3-D and 4-D inputs and a channels_last one."""
+    from tracejit.ops.nn_ops import _bn_train_grads
+    from tracejit.ops.registry import OPS, apply
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 2 + 0.5).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    if layout == "channels_last":
+        x, g = (np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2) for a in (x, g))
+    C = shape[1]
+    per = (1, C) + (1,) * (len(shape) - 2)
+    mean = x.astype(np.float64).mean((0,) + tuple(range(2, len(shape))))
+    var = x.astype(np.float64).var((0,) + tuple(range(2, len(shape))))
+    invstd = (1 / np.sqrt(var + 1e-5)).reshape(per)
+    scale = invstd * rng.standard_normal(C).reshape(per)
+    args = [tj.tensor(a.astype(dtype)) for a in (g, x, mean.reshape(per), invstd, scale)]
+    with tj.no_grad():
+        op = [t.numpy() for t in apply(OPS["batch_norm_backward"], *args)]
+        formula = [t.numpy() for t in _bn_train_grads(*args)]
+    n = x.size // C
+    axes = (0,) + tuple(range(2, len(shape)))
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    xhat = (x64 - mean.reshape(per)) * invstd
+    sg, sgx = g64.sum(axes, keepdims=True), (g64 * xhat).sum(axes, keepdims=True)
+    ref = [(g64 - sg / n - xhat * sgx / n) * scale, sgx, sg]
+    tol = dict(rtol=2e-4, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for a, b, r in zip(op, formula, ref):
+        assert a.dtype == dtype and a.shape == r.shape
+        np.testing.assert_allclose(a, r, **tol)
+        np.testing.assert_allclose(b, r, **tol)
+
+
+def test_eager_backward_runs_the_kernel_once_and_a_graph_of_the_gradient_does_not(monkeypatch):
+    """backward() runs batch_norm_backward's kernel (one call); with create_graph=True the VJP is the formula
+    (differentiable again), and both give the same gradients."""
+    from tracejit.kernels.cpu import norm
+    calls = []
+    kernel = norm.batch_norm_backward_channels
+    monkeypatch.setattr(norm, "batch_norm_backward_channels", lambda *a: (calls.append(1), kernel(*a))[1])
+    rng = np.random.default_rng(2)
+    x0, w0 = rng.standard_normal((4, 3, 2, 5)), rng.standard_normal(3)
+    grads = []
+    for create_graph in (False, True):
+        x, w = tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)
+        y = F.batch_norm(x, None, None, w, None, training=True)
+        (gx, gw) = tj.autograd.grad((y * y).sum(), (x, w), create_graph=create_graph)
+        grads.append((gx.detach().numpy(), gw.detach().numpy()))
+        assert len(calls) == 1 and gx.requires_grad == create_graph
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_gradients_of_the_batch_statistics_outputs():
     # the op's mean and variance outputs are differentiable too (nothing in nn reads their gradient)
     from tracejit.ops.nn_ops import _native_batch_norm

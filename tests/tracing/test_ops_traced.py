@@ -108,7 +108,7 @@ CASES = {
 # ops reached only as the derivative of another op's VJP, or with random results
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
                    "adaptive_avg_pool2d_backward", "nll_loss_coef", "sdpa_backward", "layer_norm_backward",
-                   "softmax_backward", "log_softmax_backward"}
+                   "softmax_backward", "log_softmax_backward", "batch_norm_backward"}
 RANDOM = {"rand", "randn", "randint", "bernoulli"}
 # collectives need an MPI job: tests/distributed/scripts/collectives.py runs each of them traced against numpy
 COLLECTIVE = {"all_reduce_start", "broadcast_start", "all_gather_start", "reduce_scatter_start", "comm_wait"}

@@ -78,7 +78,8 @@ def _on_arrays(fn, *arrays, **attrs):
     from .._tensor import Tensor
     from ..autograd.grad_mode import no_grad
     with no_grad():
-        return fn(*[Tensor._wrap(a) for a in arrays], **attrs)._data
+        out = fn(*[Tensor._wrap(a) for a in arrays], **attrs)
+    return tuple(o._data for o in out) if isinstance(out, tuple) else out._data
 
 
 def _softmax_backward_np(g, y, dim):
@@ -331,6 +332,33 @@ def _bn_decompose(x, weight=None, bias=None, running_mean=None, running_var=None
     return x * alpha + beta, S.reshape(mean, C), S.reshape(var, C)
 
 
+def _bn_train_grads(gy, x, mean, invstd, scale):
+    """Training batch norm's gradients from the output's gradient gy, per-channel values shaped (1, C, 1, ...):
+    (gx, sum of gy * xhat, sum of gy), the sums per channel in that shape; PyTorch's formula, two sums and one
+    pass: gx = (gy - mean(gy) - xhat * mean(gy * xhat)) * scale, xhat = (x - mean) * invstd."""
+    from . import reduction as R
+    axes, _ = _bn_axes(len(x.shape))
+    n = int(np.prod(x.shape)) // x.shape[1]
+    xhat = (x - mean) * invstd
+    sg = R.sum(gy, axes, keepdim=True)
+    sgx = R.sum(gy * xhat, axes, keepdim=True)
+    return (gy - sg * (1.0 / n) - xhat * (sgx * (1.0 / n))) * scale, sgx, sg
+
+
+def _bn_backward_np(gy, x, mean, invstd, scale):
+    """batch_norm_backward's impl: kernels/cpu/norm.py's pass per channel for float32/64, else the formula."""
+    if x.dtype in (np.float32, np.float64) and gy.dtype == x.dtype and x.ndim >= 2 and x.size:
+        from tracejit.kernels.cpu.norm import batch_norm_backward_channels
+        N, C = x.shape[:2]
+        gx = np.empty(x.shape, x.dtype)
+        sums = np.empty((2, C), x.dtype)
+        per = [np.ascontiguousarray(v, np.float64).reshape(C) for v in (mean, invstd, scale)]
+        batch_norm_backward_channels(np.ascontiguousarray(gy).reshape(N, C, -1),
+                                     np.ascontiguousarray(x).reshape(N, C, -1), *per, gx.reshape(N, C, -1), sums)
+        return gx, sums[0].reshape(mean.shape), sums[1].reshape(mean.shape)
+    return _on_arrays(_bn_train_grads, gy, x, mean, invstd, scale)
+
+
 def _bn_vjp(c, gy, gmean=None, gvar=None):
     from . import elementwise as E, reduction as R, shape_ops as S
     x, weight, bias = (tuple(c.inputs) + (None, None))[:3]
@@ -348,14 +376,18 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
     r = lambda v: S.reshape(v, shape)  # noqa: E731
     invstd = E.rsqrt(r(var) + eps)
     scale = invstd if weight is None else invstd * r(weight)
-    xc = x - r(mean)
     gx = gw = gb = grm = grv = None
     if gy is not None:
-        xhat = xc * invstd
-        sg = R.sum(gy, axes, keepdim=True)                  # the two per-channel sums
-        sgx = R.sum(gy * xhat, axes, keepdim=True)
-        if want[0]:
-            gx = (gy - sg * (1.0 / n) - xhat * (sgx * (1.0 / n))) * scale if training else gy * scale
+        if training:
+            # eagerly with no graph of the gradient: one op, one numba pass per channel (no elementwise temporaries)
+            grads = apply(OPS["batch_norm_backward"], gy, x, r(mean), invstd, scale) if _no_graph() else \
+                _bn_train_grads(gy, x, r(mean), invstd, scale)
+            gx, sgx, sg = grads
+            gx = gx if want[0] else None
+        else:
+            sg = R.sum(gy, axes, keepdim=True)
+            sgx = R.sum(gy * ((x - r(mean)) * invstd), axes, keepdim=True)
+            gx = gy * scale if want[0] else None
         gw = S.reshape(sgx, C) if want[1] else None
         gb = S.reshape(sg, C) if want[2] else None
         if not training:
@@ -366,7 +398,7 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
         if gmean is not None:
             extra = r(gmean * (1.0 / n))
         if gvar is not None:
-            t = xc * r(gvar * (2.0 / n))
+            t = (x - r(mean)) * r(gvar * (2.0 / n))
             extra = t if extra is None else extra + t
         if extra is not None:
             gx = extra if gx is None else gx + extra
@@ -377,6 +409,10 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
 defop("batch_norm", _bn_np, _bn_meta, _bn_vjp, nout=3, saves="io", kind="other",
       grad_name="NativeBatchNormBackward0", decompose=_bn_decompose, fuses_in_parts=True,
       saved_outputs=(1, 2))
+# eager's first-order training backward (no VJP of its own: with a graph of the gradient the VJP is the formula)
+defop("batch_norm_backward", _bn_backward_np,
+      lambda gy, x, mean, invstd, scale: (AVal(x.shape, x.dtype), AVal(mean.shape, x.dtype), AVal(mean.shape, x.dtype)),
+      None, nout=3, kind="other", decompose=_bn_train_grads)
 
 
 def _native_batch_norm(input, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
