@@ -1,6 +1,6 @@
 """Optimizer updates as one loop per parameter (PyTorch's `fused` idea): eager Adam/AdamW read and write each
 element of the parameter, its gradient and the two moment buffers once, instead of a dozen numpy passes with a
-temporary array each. The arithmetic is the op sequence of tracejit.optim.Adam.step in the same order; the
+temporary array each; eager SGD likewise (parameter, gradient, momentum buffer). The arithmetic is the op sequence of tracejit.optim.Adam.step in the same order; the
 scalar factors are float64 (Python floats), so each element is computed in float64 and rounded once when
 stored, where the ops round after each op in the parameter's dtype (eager and traced steps agree to rounding)."""
 import math
@@ -24,3 +24,19 @@ def adam_update(p, g, m, v, neg_step_size, bc2_sqrt, eps, one_minus_beta1, beta2
         m[i] = mi
         v[i] = vi
         p[i] = pi + neg_step_size * mi / (math.sqrt(vi) / bc2_sqrt + eps)
+
+
+@numba.njit(cache=True, nogil=True)
+def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first):
+    """p, g, buf: flat arrays of one dtype (buf unused without momentum); tracejit.optim.SGD.step's op sequence:
+    d = g (+ weight_decay * p), buf = d on the `first` step else momentum * buf + (1 - dampening) * d, then
+    p -= lr * (d + momentum * buf if nesterov else buf)."""
+    for i in range(p.size):
+        d = -g[i] if maximize else g[i]
+        if weight_decay != 0:
+            d = d + weight_decay * p[i]
+        if momentum != 0:
+            b = d if first else buf[i] * momentum + (1 - dampening) * d
+            buf[i] = b
+            d = d + momentum * b if nesterov else b
+        p[i] = p[i] - lr * d

@@ -200,3 +200,37 @@ def test_fused_eager_adam_equals_ops(name, kw):
         res.append([p.detach().numpy()] + [opt.state[p][k].numpy() for k in ("exp_avg", "exp_avg_sq")])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("kw", [dict(lr=0.1), dict(lr=0.1, momentum=0.9, weight_decay=0.01),
+                                dict(lr=0.1, momentum=0.9, dampening=0.3, maximize=True),
+                                dict(lr=0.1, momentum=0.8, nesterov=True, weight_decay=0.02)])
+def test_fused_eager_sgd_equals_ops(kw, monkeypatch):
+    """Eager SGD updates each parameter in one kernel (its momentum buffer created on the first step);
+    differentiable=True takes the ops. Same numbers (float64 within rounding, float32 within a few ulp), also
+    after loading a momentum buffer that is not contiguous (the ops then)."""
+    from tracejit.kernels.cpu import optim as K
+    calls = []
+    kernel = K.sgd_update
+    monkeypatch.setattr(K, "sgd_update", lambda *a: (calls.append(1), kernel(*a))[1])
+    rng = np.random.default_rng(1)
+    for dtype, tol in ((np.float64, 1e-13), (np.float32, 2e-6)):
+        init = rng.standard_normal((4, 3)).astype(dtype)
+        grads = [rng.standard_normal((4, 3)).astype(dtype) for _ in range(4)]
+        res = []
+        for differentiable in (False, True):
+            calls.clear()
+            p = tj.nn.Parameter(tj.tensor(init))
+            opt = tj.optim.SGD([p], differentiable=differentiable, **kw)
+            for i, g in enumerate(grads):
+                p.grad = tj.tensor(g)
+                opt.step()
+                if i == 1 and "momentum" in kw:
+                    sd = opt.state_dict()
+                    sd["state"][0]["momentum_buffer"] = tj.tensor(np.asfortranarray(
+                        sd["state"][0]["momentum_buffer"].numpy()))
+                    opt.load_state_dict(sd)
+            assert len(calls) == (0 if differentiable else 2 if "momentum" in kw else 4)
+            res.append([p.detach().numpy()] + ([opt.state[p]["momentum_buffer"].numpy()] if "momentum" in kw else []))
+        for a, b in zip(*res):
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
