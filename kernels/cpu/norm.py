@@ -53,6 +53,36 @@ def layer_norm_rows_backward(g, x, mean, rstd, w, gx, gw, gb):
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc"})
+def batch_norm_channels(x, w, b, eps, y, mean, var):
+    """Training batch norm over (N, C, L) arrays, channel by channel: the channel's mean and biased variance (two
+    passes, float64 sums) into mean[c] and var[c], then y = (x - mean) / sqrt(var + eps) * w + b (w, b: size 0
+    for none)."""
+    N, C, L = x.shape
+    cnt = N * L
+    for c in range(C):
+        s1 = 0.0
+        for n in range(N):
+            for j in range(L):
+                s1 += x[n, c, j]
+        m = s1 / cnt
+        s2 = 0.0
+        for n in range(N):
+            for j in range(L):
+                d = x[n, c, j] - m
+                s2 += d * d
+        v = s2 / cnt
+        k = 1.0 / np.sqrt(v + eps)
+        if w.size:
+            k *= w[c]
+        o = b[c] - m * k if b.size else -m * k
+        for n in range(N):
+            for j in range(L):
+                y[n, c, j] = x[n, c, j] * k + o
+        mean[c] = m
+        var[c] = v
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc"})
 def batch_norm_backward_channels(g, x, mean, invstd, scale, gx, sums):
     """Training batch norm's backward over (N, C, L) arrays, channel by channel: the sums of g and of g * xhat
     (xhat = (x - mean) * invstd) into sums[0] and sums[1], then gx = (g - mean(g) - xhat * mean(g * xhat)) *

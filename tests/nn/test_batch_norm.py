@@ -61,7 +61,7 @@ def test_gradcheck_float64(training, affine):
 def test_eager_backward_op_equals_the_formula(dtype, shape, layout):
     """Eagerly, with no graph of the gradient, the training backward is one op (batch_norm_backward: a numba pass
     per channel); its gradients equal the VJP's formula (what a graph of the gradient and traced programs use)
-    and the float64 reference's, for 2-D, 3-D and 4-D inputs and a channels_last one."""
+    and the float64 reference's, for 2-D, 3-D and 4-D inputs (the kernel) and a channels_last one (the formula)."""
     from tracejit.ops.nn_ops import _bn_train_grads
     from tracejit.ops.registry import OPS, apply
     rng = np.random.default_rng(1)

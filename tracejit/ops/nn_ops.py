@@ -276,6 +276,15 @@ def _bn_axes(ndim):
 
 
 def _bn_np(x, weight=None, bias=None, running_mean=None, running_var=None, *, training, eps):
+    if training and x.dtype in (np.float32, np.float64) and x.ndim >= 2 and x.size and x.flags.c_contiguous and \
+            all(v is None or v.dtype == x.dtype for v in (weight, bias)):      # (numpy's y keeps x's layout)
+        from tracejit.kernels.cpu.norm import batch_norm_channels
+        N, C = x.shape[:2]
+        y, stats = np.empty(x.shape, x.dtype), np.empty((2, C), x.dtype)
+        none = np.zeros(0, x.dtype)
+        batch_norm_channels(np.ascontiguousarray(x).reshape(N, C, -1), none if weight is None else weight,
+                            none if bias is None else bias, eps, y.reshape(N, C, -1), stats[0], stats[1])
+        return y, stats[0], stats[1]
     axes, shape = _bn_axes(x.ndim)
     ct = np.float32 if x.dtype == np.float16 else x.dtype
     if training:
@@ -346,8 +355,10 @@ def _bn_train_grads(gy, x, mean, invstd, scale):
 
 
 def _bn_backward_np(gy, x, mean, invstd, scale):
-    """batch_norm_backward's impl: kernels/cpu/norm.py's pass per channel for float32/64, else the formula."""
-    if x.dtype in (np.float32, np.float64) and gy.dtype == x.dtype and x.ndim >= 2 and x.size:
+    """batch_norm_backward's impl: kernels/cpu/norm.py's pass per channel for contiguous float32/64, else the
+    formula."""
+    if x.dtype in (np.float32, np.float64) and gy.dtype == x.dtype and x.ndim >= 2 and x.size and \
+            x.flags.c_contiguous and gy.flags.c_contiguous:      # (else the formula: its gx keeps x's layout)
         from tracejit.kernels.cpu.norm import batch_norm_backward_channels
         N, C = x.shape[:2]
         gx = np.empty(x.shape, x.dtype)
