@@ -25,6 +25,8 @@ from numba import prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from .conv import conv_out_size
+
 
 NR = 16          # output positions per panel (a tile's row: two vectors of 8 floats)
 VL = 8           # floats per vector
@@ -244,19 +246,17 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
     P, K = OH * OW, w.shape[1]
     o = out.reshape(N, O, P)
     src = xp.reshape(-1)
-    wsteps = (kh * kw, kw, 1)
+    wsteps, bsteps = (kh * kw, kw, 1), (Hp * Wp, dh * Wp, dw)
     for n in prange(N):
         panel = np.empty(K * NR, np.float32)
         runs = np.empty(NR, np.int64)
         for pb in range(P // NR):
             if OW % NR == 0 or OW == 8:
-                oh, ow = pb * NR // OW, pb * NR % OW
+                b0, half = (n * C * Hp + pb * NR // OW * sh) * Wp + pb * NR % OW, 8 if OW != 8 else sh * Wp
                 if kw == 3:
-                    _outer_rows3(w, 0, wsteps, K, src, (n * C * Hp + oh * sh) * Wp + ow, (Hp * Wp, dh * Wp, dw),
-                                 8 if OW != 8 else sh * Wp, o, n * O * P + pb * NR, P, (C, kh, kw), O)
+                    _outer_rows3(w, 0, wsteps, K, src, b0, bsteps, half, o, n * O * P + pb * NR, P, (C, kh, kw), O)
                 else:
-                    _outer_rows(w, 0, wsteps, K, src, (n * C * Hp + oh * sh) * Wp + ow, (Hp * Wp, dh * Wp, dw),
-                                8 if OW != 8 else sh * Wp, o, n * O * P + pb * NR, P, (C, kh, kw), O)
+                    _outer_rows(w, 0, wsteps, K, src, b0, bsteps, half, o, n * O * P + pb * NR, P, (C, kh, kw), O)
             else:
                 _panel(xp, n * P + pb * NR, NR, P, kh, kw, sh, dh, dw, OW, runs, panel)
                 _outer_rows(w, 0, (0, 0, 1), K, panel, 0, (0, 0, NR), 8, o, n * O * P + pb * NR, P, (1, 1, K), O)
@@ -321,14 +321,11 @@ def _padded(x, ph, pw):
     return xp
 
 
-def _out_size(size, k, s, p, d):
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
 def forward(x, w, bias, stride, padding, dilation):
     N, C, H, W = x.shape
     O, _, kh, kw = w.shape
-    OH, OW = _out_size(H, kh, stride[0], padding[0], dilation[0]), _out_size(W, kw, 1, padding[1], dilation[1])
+    OH, OW = (conv_out_size(H, kh, stride[0], padding[0], dilation[0]),
+              conv_out_size(W, kw, 1, padding[1], dilation[1]))
     out = np.empty((N, O, OH, OW), np.float32)
     b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
     _kernel("_forward")(_padded(x, *padding), np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw,

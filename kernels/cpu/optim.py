@@ -1,8 +1,9 @@
 """Optimizer updates as one loop per parameter (PyTorch's `fused` idea): eager Adam/AdamW read and write each
 element of the parameter, its gradient and the two moment buffers once, instead of a dozen numpy passes with a
-temporary array each; eager SGD likewise (parameter, gradient, momentum buffer). The arithmetic is the op sequence of tracejit.optim.Adam.step in the same order; the
-scalar factors are float64 (Python floats), so each element is computed in float64 and rounded once when
-stored, where the ops round after each op in the parameter's dtype (eager and traced steps agree to rounding)."""
+temporary array each; eager SGD likewise (parameter, gradient, momentum buffer). The arithmetic is the op
+sequence of the optimizer's step in the same order; the scalar factors are float64 (Python floats), so each
+element is computed in float64 and rounded once when stored, where the ops round after each op in the
+parameter's dtype (eager and traced steps agree to rounding)."""
 import math
 
 import numba
