@@ -282,7 +282,7 @@ def _bn_np(x, weight=None, bias=None, running_mean=None, running_var=None, *, tr
         N, C = x.shape[:2]
         y, stats = np.empty(x.shape, x.dtype), np.empty((2, C), x.dtype)
         none = np.zeros(0, x.dtype)
-        batch_norm_channels(np.ascontiguousarray(x).reshape(N, C, -1), none if weight is None else weight,
+        batch_norm_channels(x.reshape(N, C, -1), none if weight is None else weight,
                             none if bias is None else bias, eps, y.reshape(N, C, -1), stats[0], stats[1])
         return y, stats[0], stats[1]
     axes, shape = _bn_axes(x.ndim)
@@ -364,8 +364,7 @@ def _bn_backward_np(gy, x, mean, invstd, scale):
         gx = np.empty(x.shape, x.dtype)
         sums = np.empty((2, C), x.dtype)
         per = [np.ascontiguousarray(v, np.float64).reshape(C) for v in (mean, invstd, scale)]
-        batch_norm_backward_channels(np.ascontiguousarray(gy).reshape(N, C, -1),
-                                     np.ascontiguousarray(x).reshape(N, C, -1), *per, gx.reshape(N, C, -1), sums)
+        batch_norm_backward_channels(gy.reshape(N, C, -1), x.reshape(N, C, -1), *per, gx.reshape(N, C, -1), sums)
         return gx, sums[0].reshape(mean.shape), sums[1].reshape(mean.shape)
     return _on_arrays(_bn_train_grads, gy, x, mean, invstd, scale)
 
@@ -391,9 +390,8 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
     if gy is not None:
         if training:
             # eagerly with no graph of the gradient: one op, one numba pass per channel (no elementwise temporaries)
-            grads = apply(OPS["batch_norm_backward"], gy, x, r(mean), invstd, scale) if _no_graph() else \
+            gx, sgx, sg = apply(OPS["batch_norm_backward"], gy, x, r(mean), invstd, scale) if _no_graph() else \
                 _bn_train_grads(gy, x, r(mean), invstd, scale)
-            gx, sgx, sg = grads
             gx = gx if want[0] else None
         else:
             sg = R.sum(gy, axes, keepdim=True)
