@@ -305,9 +305,13 @@ _panel = _SEQ["_panel"]
 _PAR = {}
 
 
-def _kernel(name):
-    """The kernel `name`, compiled with prange parallel where numba runs more than one thread."""
-    if numba.get_num_threads() == 1:
+PAR_MIN = 1 << 22     # multiply-adds from which a convolution runs its prange variant (when numba has threads)
+
+
+def _kernel(name, macs):
+    """The kernel `name`, compiled with prange parallel where numba runs more than one thread and the work is
+    worth it (its first compilation takes ~7 s; small products gain nothing from a second thread)."""
+    if numba.get_num_threads() == 1 or macs < PAR_MIN:
         return _SEQ[name]
     if name not in _PAR:
         _PAR[name] = numba.njit(cache=True, nogil=True, parallel=True)(_SEQ[name].py_func)
@@ -328,7 +332,7 @@ def forward(x, w, bias, stride, padding, dilation):
               conv_out_size(W, kw, 1, padding[1], dilation[1]))
     out = np.empty((N, O, OH, OW), np.float32)
     b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
-    _kernel("_forward")(_padded(x, *padding), np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw,
+    _kernel("_forward", N * O * OH * OW * C * kh * kw)(_padded(x, *padding), np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw,
                         stride[0], dilation[0], dilation[1], out)
     return out
 
@@ -344,6 +348,6 @@ def input_grad(g, w, padding, dilation):
 def weight_grad(x, g, weight_shape, stride, padding, dilation):
     O, C, kh, kw = weight_shape
     out = np.empty((O, C * kh * kw), np.float32)
-    _kernel("_weight_grad")(_padded(x, *padding), np.ascontiguousarray(g, np.float32), kh, kw, stride[0],
+    _kernel("_weight_grad", g.size * C * kh * kw)(_padded(x, *padding), np.ascontiguousarray(g, np.float32), kh, kw, stride[0],
                             dilation[0], dilation[1], numba.get_num_threads(), out)
     return out.reshape(weight_shape)

@@ -52,9 +52,11 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
 
 
 @pytest.fixture(params=[1, 2])
-def threads(request):
+def threads(request, monkeypatch):
+    """One numba thread, or two with the prange variants taken for these small products too."""
     if request.param > numba.config.NUMBA_NUM_THREADS:
         pytest.skip("numba runs one thread here")
+    monkeypatch.setattr(convtile, "PAR_MIN", 0)
     before = numba.get_num_threads()
     numba.set_num_threads(request.param)
     yield request.param
