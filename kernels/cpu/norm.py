@@ -1,6 +1,6 @@
 """Normalizations of the rows of a [N, D] array, each a pass over the rows: layer normalization, softmax and
 log_softmax, forward and backward, what eager layer_norm, softmax and log_softmax run (ops/nn_ops.py); and batch
-norm's training backward, channel by channel. Row statistics and sums are accumulated in float64."""
+norm's training forward and backward, channel by channel. Row statistics and sums are accumulated in float64."""
 import numpy as np
 from numba import njit
 

@@ -234,3 +234,20 @@ def test_fused_eager_sgd_equals_ops(kw, monkeypatch):
             res.append([p.detach().numpy()] + ([opt.state[p]["momentum_buffer"].numpy()] if "momentum" in kw else []))
         for a, b in zip(*res):
             np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name, kw", [("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01)), ("Adam", dict(lr=0.1)),
+                                      ("AdamW", dict(lr=0.1))])
+def test_float16_parameters_step_as_the_ops(name, kw):
+    """float16 parameters (no fused kernel: numba has no float16 arithmetic) take the ops: no error, the same
+    numbers as differentiable=True."""
+    res = []
+    for differentiable in (False, True):
+        p = tj.nn.Parameter(tj.tensor(np.linspace(-1, 1, 6, dtype=np.float16)))
+        opt = getattr(tj.optim, name)([p], differentiable=differentiable, **kw)
+        for _ in range(2):
+            p.grad = tj.tensor(np.full(6, 0.5, np.float16))
+            opt.step()
+        res.append(p.detach().numpy())
+    assert res[0].dtype == np.float16
+    np.testing.assert_array_equal(res[0], res[1])

@@ -118,8 +118,11 @@ class Adam(Optimizer):
 
 
 def _plain(a):
+    """An array the fused update kernels take: a writeable C-contiguous numpy float32/float64 array (float16 and
+    device arrays take the ops)."""
     import numpy as np
-    return type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable and a.dtype.kind == "f"
+    return type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable and a.dtype in (np.float32,
+                                                                                                 np.float64)
 
 
 class AdamW(Adam):
