@@ -74,6 +74,42 @@ def test_units_spread_ranks_when_none_fits_between():
     assert units.rank[0] < units.rank[3] < units.rank[r] < units.rank[2]
 
 
+def _listed(units, n):
+    out, u = [], units.nxt[n]
+    while units.nxt[u] is not None:
+        out.append(u)
+        u = units.nxt[u]
+    return out
+
+
+def test_units_spread_only_the_tight_neighbours_evenly():
+    # as above, with ranks 1000..1004 and a unit 5 ranked 64 after the first: the spread walks from 0 while the
+    # span is under 4 * count**2 (1, 2, 4: spans 1, 2, 4; 5: a span of 64, not under 64) and gives the units
+    # between 0 and 5 even integer ranks (a step of 64 // 4); 5 and everything after it keep theirs
+    succ = [{3}, {2}, set(), {4}, set(), set()]
+    units = Units(succ)
+    units.rank[:6] = [1000, 1001, 1002, 1003, 1004, 1064]
+    assert units.merge(1, 4) == 1 and units.spread == 1
+    assert _listed(units, 6) == [0, 3, 1, 2, 5]
+    assert [units.rank[u] for u in _listed(units, 6)] == [1000, 1008, 1016, 1032, 1064]
+    assert all(type(r) is int for r in units.rank)
+    units._spread(0)                    # (the counter the tests read counts every spread; 3 has room: no change)
+    assert units.spread == 2 and [units.rank[u] for u in _listed(units, 6)] == [1000, 1008, 1016, 1032, 1064]
+
+
+def test_units_spread_to_the_tail_leaves_room_before_it():
+    # no gap before the tail: the units after 0 share its span evenly with one step left before the tail
+    succ = [{3}, {2}, set(), {4}, set()]
+    units = Units(succ)
+    units.rank[:5] = [1000, 1001, 1002, 1003, 1004]
+    tail = units.rank[6]
+    assert units.merge(1, 4) == 1 and units.spread == 1
+    step = (tail - 1000) // 5           # (1, 2 and 4 spread, then 4 left the list: the merged unit is 1)
+    assert _listed(units, 5) == [0, 3, 1, 2]
+    assert [units.rank[u] for u in _listed(units, 5)] == [1000, (2000 + step) // 2, 1000 + step, 1000 + 2 * step]
+    assert all(type(r) is int for r in units.rank) and units.rank[6] == tail
+
+
 def test_units_refuse_when_the_search_is_too_long():
     # a -> long chain -> b: merging a and b is a cycle; with a tiny budget the answer is still no
     n = 50
@@ -174,6 +210,26 @@ def test_a_long_sum_is_cut_into_groups_of_bounded_operands():
     assert len(codes) < len(groups)
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_long_sum_fills_each_group_up_to_inputs_max_operands(scaled):
+    # the operands a group reads from outside are counted exactly as it grows: values made inside it are none,
+    # nor are Python number constants (x * 2.0, x * 3.0, ...: one per term), so every group but the last reads
+    # INPUTS_MAX operands
+    from tracejit.passes import fusion as FU
+    xs = [tracejit.randn(3) for _ in range(70)]
+
+    def f(*xs):
+        acc = xs[0]
+        for k, x in enumerate(xs[1:]):
+            acc = acc + (x * float(k + 2) if scaled else x)
+        return acc
+
+    g = tracejit.trace(f, backend="interpreter").graph(*xs).forward
+    groups, _, _ = find_groups(g)
+    assert [len(_ext_inputs(g, m)) for m, _ in groups] == [FU.INPUTS_MAX, FU.INPUTS_MAX, 70 - 2 * 31]
+    assert sum(len(m) for m, _ in groups) == len(g.nodes)
+
+
 def test_independent_readers_of_one_operand_join_in_bounded_groups():
     from tracejit.passes import fusion as FU
     b = tracejit.randn(4)
@@ -233,6 +289,29 @@ def test_a_node_far_after_its_producers_group_is_computed_where_it_is_read():
     tf = tracejit.trace(f)
     for a, b in zip(tf(x, z), f(x, z)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4, 5])
+def test_costly_work_near_a_far_reader_counts_up_to_three_readers_on(depth):
+    # a = y * 2 reads the forward group's y from far (the z chain between): it joins that group only when a
+    # transcendental (exp) is a, or a fusible reader of its shape at most 3 readers on (costly_near's hops)
+    def f(x, z):
+        y = tracejit.sigmoid(x) * 3
+        for _ in range(70):
+            z = z * 1.01 + 0.5
+        t = y * 2.0
+        for k in range(depth - 1):
+            t = t + float(k + 1) if k % 2 else t * z
+        return y, tracejit.exp(t)
+
+    x, z = tracejit.randn(8), tracejit.randn(8)
+    g = tracejit.trace(f, backend="interpreter").graph(x, z).forward
+    groups, _, _ = find_groups(g)
+    group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+    names = [n.op.name for n in g.nodes]
+    a = len(names) - depth - 1
+    assert names[a] == "mul" and g.nodes[a].inputs[1] == 2.0 and names[-1] == "exp"
+    assert (group_of[a] == group_of[names.index("sigmoid")]) == (depth <= 3)
 
 
 def test_the_fused_graph_verifies_and_keeps_other_ops_out_of_its_bodies():
