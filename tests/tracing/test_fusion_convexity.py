@@ -97,6 +97,16 @@ def test_units_spread_only_the_tight_neighbours_evenly():
     assert units.spread == 2 and [units.rank[u] for u in _listed(units, 6)] == [1000, 1008, 1016, 1032, 1064]
 
 
+def test_units_insert_at_the_midpoint_when_there_is_one():
+    # a gap of 2 between 0 and 1 has a midpoint: 3 takes it, nothing is spread
+    succ = [{3}, {2}, set(), {4}, set(), set()]
+    units = Units(succ)
+    units.rank[:6] = [1000, 1002, 1004, 1006, 1008, 2000]
+    assert units.merge(1, 4) == 1 and units.spread == 0
+    assert [units.rank[u] for u in _listed(units, 6)] == [1000, 1001, 1002, 1004, 2000]
+    assert all(type(r) is int for r in units.rank)
+
+
 def test_units_spread_to_the_tail_leaves_room_before_it():
     # no gap before the tail: the units after 0 share its span evenly with one step left before the tail
     succ = [{3}, {2}, set(), {4}, set()]

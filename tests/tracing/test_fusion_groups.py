@@ -27,6 +27,11 @@ def _fused(f, *xs, g=None):
     """The fused program of f, verified and checked to compute what the program before fusion computes."""
     g = _program(f, *xs) if g is None else g
     fg = verify(fusion(g, can_fuse_windows, rows=True))
+    for n in fg.nodes:
+        if n.op.kind == "fused":        # its shape rule: one value, or a tuple of several, as the op's outputs
+            want = n.op.meta(*n.inputs, **n.attrs)
+            want = (want,) if len(n.outputs) == 1 else want
+            assert [(tuple(w.shape), w.dtype) for w in want] == [(tuple(o.shape), o.dtype) for o in n.outputs]
     ins = [np.asarray(x.numpy()) for x in xs]
     want = run(g, ins)
     got = run(fg, ins)
@@ -168,3 +173,75 @@ def test_a_cat_is_placed_by_its_operands_loop_only_for_operands_of_one_shape_and
     b = tracejit.randn(4, 1, dtype=tracejit.float64)
     fg = _fused(lambda a, b: tracejit.cat([a * 2.0, b + 1.0], 1) * 3.0, a, b)
     assert "cat" in _layout(fg)
+
+
+def test_default_can_fuse_takes_elementwise_ops_with_a_scalar_expression_only():
+    from tracejit.ops.registry import Op
+    from tracejit.passes.fusion import default_can_fuse
+    x, m = tracejit.randn(4, 7), tracejit.randn(4, 7) > 0
+    n = tracejit.arange(28).reshape(4, 7)
+
+    def nodes(f, *xs):
+        return {nd.op.name: nd for nd in tracejit.trace(f, backend="interpreter").graph(*xs).forward.nodes}
+    got = nodes(lambda x, n, m: (x * 2.0, x.round(), x.round(decimals=2), n & 3, ~n, x.expand(3, 4, 7),
+                                 x.sum(0), F.binary_cross_entropy(x.sigmoid(), (x > 0).float())), x, n, m)
+    want = {"mul": True, "round": False, "bitwise_and": False, "bitwise_not": False, "expand": True, "sum": False,
+            "binary_cross_entropy": False}
+    assert {k: default_can_fuse(got[k]) for k in want} == want
+    rounds = [nd for nd in tracejit.trace(lambda x: (x.round(), x.round(decimals=2)),
+                                          backend="interpreter").graph(x).forward.nodes]
+    assert [default_can_fuse(nd) for nd in rounds] == [True, False]      # round with decimals has no expression
+    # an elementwise op that draws random numbers (made here: none is registered) is not fused
+    nd = got["mul"]
+    rnd = Op("random_mul", nd.op.impl, nd.op.meta, None, kind="elementwise", expr=nd.op.expr, random=True)
+    assert not default_can_fuse(Node(rnd, nd.inputs, {}, nd.outputs))
+    assert default_can_fuse(Node(Op("plain_mul", nd.op.impl, nd.op.meta, None, kind="elementwise", expr=nd.op.expr),
+                                 nd.inputs, {}, nd.outputs))
+
+
+def test_a_row_group_stops_at_group_max_ops():
+    def chain(x):
+        y = F.softmax(x, -1)
+        for k in range(200):
+            y = y * 1.01 if k % 2 else y + 0.5
+        return y
+    fg = _fused(chain, tracejit.randn(4, 7))
+    assert [(n.attrs.get("rows"), len(n.attrs["body"].nodes)) for n in fg.nodes] == \
+        [(((), (4,), (7,)), FU.GROUP_MAX), (None, 201 - FU.GROUP_MAX)]
+
+
+def test_a_row_group_takes_sibling_reductions_not_other_readers_of_its_input():
+    x = tracejit.randn(4, 7)
+    fg = _fused(lambda x: (F.softmax(x, -1), x * 2.0), x)
+    assert _layout(fg) == [(((), (4,), (7,)), ["softmax"]), (None, ["mul"])]
+    fg = _fused(lambda x: (F.softmax(x, -1), x.amax(-1)), x)
+    assert _layout(fg) == [(((), (4,), (7,)), ["softmax", "amax"])]
+
+
+def test_the_fused_program_keeps_the_graphs_order_where_no_read_forces_another():
+    x, w = tracejit.randn(4, 7), tracejit.randn(7, 3)
+    assert _layout(_fused(lambda x, w: (x @ w, tracejit.exp(x)), x, w)) == ["matmul", (None, ["exp"])]
+    assert _layout(_fused(lambda x, w: (tracejit.exp(x), x @ w), x, w)) == [(None, ["exp"]), "matmul"]
+
+
+def test_a_fused_body_has_unnamed_inputs_and_outputs():
+    from tracejit.ir.graph import format_graph
+    x = tracejit.randn(4, 7)
+    (n,) = _fused(lambda x: tracejit.exp(x) * 2.0 + x, x).nodes
+    body = n.attrs["body"]
+    text = format_graph(body).splitlines()
+    assert text[0] == f"graph(%{body.inputs[0].id}:f32[4,7]) {{" and text[-2] == f"  return %{body.outputs[0].id}"
+
+
+def test_a_grouping_with_a_cycle_is_refused(monkeypatch):
+    # the cycle guard behind the convexity check: exp and add in one group with the matmul between them
+    def f(x, w):
+        y = tracejit.exp(x)
+        return y @ w + y
+    x, w = tracejit.randn(4, 4), tracejit.randn(4, 4)
+    g = _program(f, x, w)
+    assert [n.op.name for n in g.nodes] == ["exp", "matmul", "add"]
+    real = FU.find_groups
+    monkeypatch.setattr(FU, "find_groups", lambda g, *a: ([([0, 2], None)],) + real(g, *a)[1:])
+    with pytest.raises(RuntimeError, match=r"^fusion: cycle between fused groups \(a bug in the convexity check\)$"):
+        fusion(g, can_fuse_windows, rows=True)
