@@ -301,6 +301,62 @@ def test_a_node_far_after_its_producers_group_is_computed_where_it_is_read():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("gap", [0, 1])
+def test_a_producers_group_or_a_siblings_is_joined_up_to_far_nodes_after_its_last_op(gap):
+    # y's group (sigmoid, * 3) ends at node 1 and a = w * 2 is node 2; b and c come FAR (+ gap) nodes after them
+    from tracejit.passes import fusion as FU
+
+    def f(x, w, z):
+        y = tracejit.sigmoid(x) * 3
+        a = w * 2.0
+        for k in range(FU.FAR - 2 + gap):
+            z = z * 1.01 if k % 2 else z + 0.5
+        return y, a, z, y * 4.0, w * 5.0
+
+    x, w, z = tracejit.randn(8), tracejit.randn(8), tracejit.randn(8)
+    g = tracejit.trace(f, backend="interpreter").graph(x, w, z).forward
+    groups, _, _ = find_groups(g)
+    group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+    names = [n.op.name for n in g.nodes]
+    b, c = len(names) - 2, len(names) - 1
+    assert names[:3] == ["sigmoid", "mul", "mul"] and b - 1 == c - 2 == FU.FAR + gap
+    assert (group_of[b] == group_of[0]) == (gap == 0)       # (b reads y: its producer's group)
+    assert (group_of[c] == group_of[2]) == (gap == 0)       # (c reads w, as a does: a sibling's group)
+    assert group_of[2] != group_of[0]
+
+
+def test_the_distance_to_a_group_counts_from_its_last_op_not_from_the_one_read():
+    # a = w * 2 (node 0) heads a group whose last op is near the reader: the reader joins (its producer's group,
+    # 41 ops: too many to join as a sibling; or a sibling's group that d joined 58 nodes after a)
+    def zs(z, n):
+        for k in range(n):
+            z = z * 1.01 if k % 2 else z + 0.5
+        return z
+
+    def f(w, z):
+        a = w * 2.0
+        t = a
+        for _ in range(40):
+            t = t * 1.5
+        z = zs(z, 30)
+        return t, z, a * 3.0                    # a * 3.0: node 71, 31 after t's, 71 after a
+
+    def f2(w, z):
+        a = w * 2.0
+        z = zs(z, 57)
+        d = a * 1.5                             # node 58: joins a's group
+        z = zs(z, 40)
+        return d, z, w * 5.0                    # w * 5.0: node 99, a sibling of a, 41 after d, 99 after a
+
+    w, z = tracejit.randn(8), tracejit.randn(8)
+    for fn, last in ((f, 71), (f2, 99)):
+        g = tracejit.trace(fn, backend="interpreter").graph(w, z).forward
+        groups, _, _ = find_groups(g)
+        group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+        assert len(g.nodes) == last + 1 and g.nodes[0].op.name == "mul" and g.nodes[0].inputs[1] == 2.0
+        assert group_of[last] == group_of[0], fn.__name__
+
+
 @pytest.mark.parametrize("depth", [2, 3, 4, 5])
 def test_costly_work_near_a_far_reader_counts_up_to_three_readers_on(depth):
     # a = y * 2 reads the forward group's y from far (the z chain between): it joins that group only when a

@@ -245,3 +245,26 @@ def test_a_grouping_with_a_cycle_is_refused(monkeypatch):
     monkeypatch.setattr(FU, "find_groups", lambda g, *a: ([([0, 2], None)],) + real(g, *a)[1:])
     with pytest.raises(RuntimeError, match=r"^fusion: cycle between fused groups \(a bug in the convexity check\)$"):
         fusion(g, can_fuse_windows, rows=True)
+
+
+def test_elementwise_groups_take_a_first_sibling_and_stop_at_group_max_ops():
+    x = tracejit.randn(4, 7)
+    assert _layout(_fused(lambda x: (x * 2.0, x * 3.0), x)) == [(None, ["mul", "mul"])]
+
+    def chain(x):
+        for k in range(200):
+            x = x * 1.01 if k % 2 else x + 0.5
+        return x
+    fg = _fused(chain, x)
+    assert [len(n.attrs["body"].nodes) for n in fg.nodes] == [FU.GROUP_MAX, 200 - FU.GROUP_MAX]
+
+
+def test_a_sum_epilogue_reads_a_value_computed_in_the_loop_not_a_broadcast_or_a_placed_one():
+    x, y = tracejit.randn(7), tracejit.randn(3, 7)
+    # (the expand comes first in the group: the sum of the product after it still joins)
+    assert _layout(_fused(lambda x, y: (x.expand(3, 7) * y).sum(0), x, y)) == [(None, ["expand", "mul", "sum"])]
+    assert _layout(_fused(lambda x, y: (x.expand(3, 7) * y, x.expand(3, 7).sum(0)), x, y)) == \
+        [(None, ["expand", "mul"]), "sum"]
+    a, b = tracejit.randn(4, 1), tracejit.randn(4, 1)
+    assert _layout(_fused(lambda a, b: tracejit.cat([a * 2.0, b + 1.0], 1).sum(0), a, b)) == \
+        [(None, ["mul", "add", "cat"]), "sum"]
