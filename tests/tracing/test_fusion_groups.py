@@ -268,3 +268,10 @@ def test_a_sum_epilogue_reads_a_value_computed_in_the_loop_not_a_broadcast_or_a_
     a, b = tracejit.randn(4, 1), tracejit.randn(4, 1)
     assert _layout(_fused(lambda a, b: tracejit.cat([a * 2.0, b + 1.0], 1).sum(0), a, b)) == \
         [(None, ["mul", "add", "cat"]), "sum"]
+
+
+def test_find_groups_forms_row_groups_only_when_asked():
+    g = _program(lambda x: F.softmax(x, -1) * 2.0, tracejit.randn(4, 7))
+    groups = FU.find_groups(g, can_fuse_windows)[0]
+    assert [d for _, d in groups] == [None] and [g.nodes[i].op.name for i in groups[0][0]] == ["mul"]
+    assert [d for _, d in FU.find_groups(g, can_fuse_windows, rows=True)[0]] == [((), (4,), (7,))]
