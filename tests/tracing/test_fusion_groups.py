@@ -275,3 +275,20 @@ def test_find_groups_forms_row_groups_only_when_asked():
     groups = FU.find_groups(g, can_fuse_windows)[0]
     assert [d for _, d in groups] == [None] and [g.nodes[i].op.name for i in groups[0][0]] == ["mul"]
     assert [d for _, d in FU.find_groups(g, can_fuse_windows, rows=True)[0]] == [((), (4,), (7,))]
+
+
+def test_views_broadcasts_and_cats_alone_are_no_kernels_and_a_window_read_outside_stays_a_view():
+    x, w = tracejit.randn(4, 7), tracejit.randn(3, 5)
+    assert _layout(_fused(lambda x, w: x[:, :3] @ w, x, w)) == ["slice", "matmul"]
+    v = tracejit.randn(7)
+    assert _layout(_fused(lambda v, w: v.expand(3, 7).t() @ w, v, w)) == ["expand", "permute", "matmul"]
+    a, b = tracejit.randn(2, 3), tracejit.randn(2, 3)
+    assert _layout(_fused(lambda a, b, w: tracejit.cat([a, b], 0) @ w, a, b, w)) == ["cat", "matmul"]
+    # one slice read by a kernel and by a matmul: the kernel reads the view in place, the slice stays a node (a
+    # slice read by the kernel alone is in its group)
+    def f(x, w):
+        s = x[:, :3]
+        return s * 2.0, s @ w
+    assert _layout(_fused(f, x, w)) == ["slice", (None, ["mul"]), "matmul"]
+    assert _layout(_fused(lambda x, w: (x[:, :3] * 2.0, x[:, :3] @ w), x, w)) == \
+        [(None, ["slice", "mul"]), "slice", "matmul"]
