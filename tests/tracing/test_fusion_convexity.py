@@ -29,7 +29,8 @@ def _acyclic(n, edges, group):
     return seen == len(set(group))
 
 
-@pytest.mark.parametrize("seed", range(30))
+# (seed 136: a merge moves units whose ranks are not in the order of their indices: they keep their rank order)
+@pytest.mark.parametrize("seed", list(range(30)) + [136])
 def test_units_merge_agrees_with_brute_force(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 40))
@@ -62,6 +63,19 @@ def test_units_merge_agrees_with_brute_force(seed):
         assert all(units.rank[p] < units.rank[q] for p, q in zip(listed, listed[1:]))
         assert sorted(sorted(units.members[units.find(i)]) for i in range(n) if units.find(i) == i) == \
             sorted(sorted(i for i in range(n) if group[i] == g) for g in set(group))
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_units_start_with_integer_ranks_increasing_from_head_to_tail(n):
+    units = Units([set() for _ in range(n)])
+    order, u = [n], n                       # n and n + 1: the list's head and tail
+    while units.nxt[u] is not None:
+        u = units.nxt[u]
+        order.append(u)
+    assert order == [n] + list(range(n)) + [n + 1]
+    ranks = [units.rank[u] for u in order]
+    assert all(type(r) is int for r in ranks) and all(p < q for p, q in zip(ranks, ranks[1:]))
+    assert all(units.prv[q] == p for p, q in zip(order, order[1:])) and units.prv[n] is None
 
 
 def test_units_spread_ranks_when_none_fits_between():
@@ -129,7 +143,19 @@ def test_units_refuse_when_the_search_is_too_long():
     units.budget = 4
     assert units.merge(0, n - 1) is None
     assert units.refused == 1
+    assert units.merge(0, n - 1) is None and units.refused == 2
     assert units.merge(0, 1) is not None
+
+
+def test_units_answer_a_search_of_exactly_the_budget():
+    # 0 -> 1 -> 2 and 3 -> 4 -> 5: merging 0 and 5 walks 1, 2 forward and 4, 3 backward, 4 units: no cycle
+    succ = [{1}, {2}, set(), {4}, {5}, set()]
+    units = Units(succ)
+    units.budget = 4
+    assert units.merge(0, 5) is not None and units.refused == 0
+    units = Units(succ)
+    units.budget = 3
+    assert units.merge(0, 5) is None and units.refused == 1
 
 
 def _random_program(rng, steps):
