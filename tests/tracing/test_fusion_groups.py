@@ -66,12 +66,16 @@ def test_row_domain_of_the_reductions_a_row_kernel_computes():
     assert row_domain(_node(lambda x: x.amax((0, 2, 3)), x4, name="amax")) == ((2,), (3,), (4, 5))
     assert row_domain(_node(lambda x: x.mean((2, 3)), x4, name="mean")) == ((), (2, 3), (4, 5))
     assert row_domain(_node(lambda x: x.amin((0, 1, 3)), x4, name="amin")) == ((2, 3), (4,), (5,))
+    assert row_domain(_node(lambda x: x.sum(), tracejit.randn(7), name="sum")) == ((), (), (7,))
+    assert row_domain(_node(lambda x: x.sum(-1), tracejit.randn(3, 7, dtype=tracejit.float64), name="sum")) == \
+        ((), (3,), (7,))
 
 
 def test_row_domain_refuses_what_a_row_kernel_cannot_compute():
     x = tracejit.randn(3, 7)
     assert row_domain(_node(lambda x: tracejit.exp(x), x, name="exp")) is None           # not a reduction
     assert row_domain(_node(lambda x: x.sum(-1, dtype=tracejit.float64), x, name="sum")) is None
+    assert row_domain(_node(lambda x: x.sum(-1, dtype=tracejit.float32), x, name="sum")) is None    # (any dtype=)
     assert row_domain(_node(lambda x: x.amax(-1), x.to(tracejit.float16), name="amax")) is None
     assert row_domain(_node(lambda x: x.amax(-1), tracejit.arange(21).reshape(3, 7), name="amax")) is None
     assert row_domain(_node(lambda x: x.sum(), tracejit.randn(()), name="sum")) is None   # a 0-d input
@@ -208,6 +212,15 @@ def test_a_row_group_stops_at_group_max_ops():
     fg = _fused(chain, tracejit.randn(4, 7))
     assert [(n.attrs.get("rows"), len(n.attrs["body"].nodes)) for n in fg.nodes] == \
         [(((), (4,), (7,)), FU.GROUP_MAX), (None, 201 - FU.GROUP_MAX)]
+
+    def fork(x):                        # (two readers in the round that fills the group: one joins)
+        y = F.softmax(x, -1)
+        for k in range(FU.GROUP_MAX - 2):
+            y = y * 1.01 if k % 2 else y + 0.5
+        return y * 2.0, y + 3.0
+    fg = _fused(fork, tracejit.randn(4, 7))
+    assert [(n.attrs.get("rows"), len(n.attrs["body"].nodes)) for n in fg.nodes] == \
+        [(((), (4,), (7,)), FU.GROUP_MAX), (None, 1)]
 
 
 def test_a_row_group_takes_sibling_reductions_not_other_readers_of_its_input():
