@@ -236,3 +236,80 @@ def test_layer_norm_gradient_with_create_graph_reads_the_weight():
              for cg in (False, True)]
     for g0, g1 in zip(*grads):
         np.testing.assert_allclose(g1.detach().numpy(), g0.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+_NANS = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 0.0, 5.0, 1.0], [np.nan, 1.0, 1.0, 7.0]])
+
+
+def test_nan_reductions_and_var_std_mean_along_a_dim_with_keepdim():
+    x = torch.tensor(_NANS)
+    for dim in (0, 1):
+        for keepdim in (False, True):
+            np.testing.assert_array_equal(torch.nansum(x, dim, keepdim).numpy(), np.nansum(_NANS, dim, keepdims=keepdim))
+            np.testing.assert_allclose(torch.nanmean(x, dim, keepdim).numpy(),
+                                       np.nanmean(_NANS, dim, keepdims=keepdim), rtol=1e-15)
+    assert torch.nansum(x, 1, dtype=torch.float32).dtype is torch.float32
+    y = torch.tensor(np.nan_to_num(_NANS))
+    a = y.numpy()
+    for f, g in ((torch.var_mean, np.var), (torch.std_mean, np.std)):
+        v, m = f(y, 1, keepdim=True)
+        assert tuple(v.shape) == tuple(m.shape) == (3, 1)
+        np.testing.assert_allclose(v.numpy(), g(a, 1, ddof=1, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(m.numpy(), a.mean(1, keepdims=True), rtol=1e-12)
+        v, m = f(y, 0, unbiased=False)
+        np.testing.assert_allclose(v.numpy(), g(a, 0), rtol=1e-12)
+        v, m = f(y, 0, correction=0)
+        np.testing.assert_allclose(v.numpy(), g(a, 0), rtol=1e-12)
+
+
+def test_argmax_and_argmin_give_the_first_nan_along_a_dim_and_overall():
+    x = torch.tensor(_NANS)
+    assert x.argmax(1).tolist() == [1, 2, 0] and x.argmin(1).tolist() == [1, 1, 0]
+    assert x.argmax(0).tolist() == [2, 0, 1, 0] and x.argmin(0).tolist() == [2, 0, 2, 0]
+    assert x.argmax().item() == 1 and x.argmin().item() == 1
+    assert x.argmin(1, keepdim=True).tolist() == [[1], [1], [0]]
+    assert tuple(x.argmax(keepdim=True).shape) == (1, 1)
+    # the traced face: its shape rule (keepdim without dim keeps every dim as 1)
+    got = torch.trace(lambda x: (x.argmax(keepdim=True), x.argmin(), x.argmax(0, keepdim=True)),
+                      backend="interpreter")(x)
+    assert [tuple(g.shape) for g in got] == [(1, 1), (), (1, 4)] and got[0].item() == 1
+
+
+def test_amin_amax_of_an_empty_tensor_and_topk_out_of_range_messages():
+    e = torch.tensor(np.zeros((3, 0)))
+    for name in ("amin", "amax"):
+        with pytest.raises(RuntimeError, match=rf"^{name}\(\): Expected reduction dim to be specified for "
+                                               r"input.numel\(\) == 0. Specify the reduction dim with the 'dim' argument.$"):
+            getattr(e, name)()
+        with pytest.raises(IndexError, match=rf"^{name}\(\): Expected reduction dim 1 to have non-zero size.$"):
+            getattr(e, name)(1)
+    assert e.amin(0).shape == (0,)
+    with pytest.raises(RuntimeError, match=r"^selected index k out of range \(k=5, size 4 at dim 1\)$"):
+        torch.ones(3, 4).topk(5, 1)
+    v, i = torch.tensor([[3.0, 1.0, 2.0, 5.0]]).topk(2, largest=False)
+    assert v.tolist() == [[1.0, 2.0]] and i.tolist() == [[1, 2]]
+
+
+def test_logsumexp_of_infinite_rows_empty_rows_and_a_0d_tensor():
+    a = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [0.5, 1.0]])
+    got = torch.tensor(a).logsumexp(1)
+    assert got.numpy()[0] == -np.inf and got.numpy()[1] == np.inf
+    np.testing.assert_allclose(got.numpy()[2], math.log(math.exp(0.5) + math.e), rtol=1e-15)
+    assert tuple(torch.tensor(a).logsumexp(1, keepdim=True).shape) == (3, 1)
+    assert torch.tensor(a).logsumexp((0, 1)).item() == np.inf
+    assert torch.tensor(np.zeros((2, 0))).logsumexp(1).tolist() == [-np.inf, -np.inf]
+    for dims in ((), 0):
+        z = torch.tensor(2.0).logsumexp(dims)
+        assert z.shape == () and z.item() == 2.0
+    # large values (the max is taken out first), a 1-d input, a size-1 dim kept where it is not reduced
+    np.testing.assert_allclose(torch.tensor(np.array([1000.0, 1000.0])).logsumexp(0).item(), 1000 + math.log(2),
+                               rtol=1e-15)
+    z = torch.tensor(np.array([[0.5, 1.0, -1.0]])).logsumexp(1)
+    assert tuple(z.shape) == (1,)
+    np.testing.assert_allclose(z.numpy(), [math.log(math.exp(0.5) + math.e + math.exp(-1))], rtol=1e-15)
+
+
+def test_argsort_is_stable_when_asked():
+    assert torch.argsort(torch.tensor([3, 1, 2, 1, 1]), stable=True).tolist() == [1, 3, 4, 2, 0]
+    assert torch.argsort(torch.tensor([3.0, 1.0, 2.0, 1.0, 1.0]), descending=True, stable=True).tolist() == \
+        [0, 2, 1, 3, 4]
