@@ -313,3 +313,64 @@ def test_argsort_is_stable_when_asked():
     assert torch.argsort(torch.tensor([3, 1, 2, 1, 1]), stable=True).tolist() == [1, 3, 4, 2, 0]
     assert torch.argsort(torch.tensor([3.0, 1.0, 2.0, 1.0, 1.0]), descending=True, stable=True).tolist() == \
         [0, 2, 1, 3, 4]
+
+
+def test_descending_sorts_and_topk_of_signed_integers_place_the_dtypes_minimum_last():
+    # (a bug found by a surviving mutant: the key -x overflowed at the minimum, which then sorted first)
+    for dt in (np.int8, np.int16, np.int32, np.int64):
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        arr = np.array([lo, 5, 0, hi, lo, -1], dt)
+        r = torch.sort(torch.tensor(arr), descending=True, stable=True)
+        assert r.values.tolist() == [hi, 5, 0, -1, lo, lo] and r.indices.tolist() == [3, 1, 2, 5, 0, 4]
+        assert torch.tensor(arr).topk(2).values.tolist() == [hi, 5]
+        assert torch.tensor(arr).topk(2, largest=False).values.tolist() == [lo, lo]
+
+
+def test_sorts_of_floats_nan_0d_and_long_rows_with_ties():
+    a = np.array([[1.0, np.nan, 3.0, np.nan, 0.5, 0.7], [2.0, 0.25, 0.25, -1.0, np.nan, 0.25]])
+    r = torch.sort(torch.tensor(a), 1, descending=True, stable=True)
+    assert r.indices.tolist() == [[1, 3, 2, 0, 5, 4], [4, 0, 1, 2, 5, 3]]
+    r = torch.sort(torch.tensor(a), 0, descending=True)
+    assert r.indices.tolist() == [[1, 0, 0, 0, 1, 0], [0, 1, 1, 1, 0, 1]]
+    r = torch.sort(torch.tensor(a), 0)
+    assert r.indices.tolist() == [[0, 1, 1, 1, 0, 1], [1, 0, 0, 0, 1, 0]]
+    v, i = torch.sort(torch.tensor(2.5))
+    assert v.item() == 2.5 and i.shape == () and i.dtype is torch.int64 and i.item() == 0
+    # a row long enough for numpy's unstable sorts to reorder ties: equal keys keep their order
+    t = np.random.default_rng(5).integers(0, 3, 300).astype(np.float64)
+    for desc in (False, True):
+        got = torch.sort(torch.tensor(t), descending=desc, stable=True).indices.tolist()
+        assert got == sorted(range(300), key=lambda j: ((-t[j]) if desc else t[j], j))
+
+
+def test_sort_gradients_keep_float64_and_std_var_take_unbiased_positionally():
+    x = torch.tensor(np.array([0.3, -1.7, 2.9, 0.1]), requires_grad=True)
+    c = np.array([0.1, 0.2, 0.3, 0.7])
+    (torch.sort(x).values * torch.tensor(c)).sum().backward()
+    assert x.grad.dtype is torch.float64
+    np.testing.assert_array_equal(x.grad.numpy(), c[np.argsort(np.argsort([0.3, -1.7, 2.9, 0.1]))])
+    y = torch.tensor(np.array([1.0, 2.0, 4.0]))
+    np.testing.assert_allclose(torch.std(y, True).item(), np.std([1.0, 2.0, 4.0], ddof=1), rtol=1e-15)
+    np.testing.assert_allclose(torch.var(y, False).item(), np.var([1.0, 2.0, 4.0]), rtol=1e-15)
+    with pytest.raises(RuntimeError, match="^std and var only support floating point and complex dtypes$"):
+        torch.arange(4).var()
+    with pytest.raises(RuntimeError, match="^std and var only support floating point and complex dtypes$"):
+        torch.arange(4).std()
+
+
+def test_vector_norm_gradient_is_zero_at_zero_entries_and_the_nuclear_norm_is_refused():
+    x = torch.tensor(np.array([0.0, 3.0, -4.0]), requires_grad=True)
+    x.norm(3).backward()
+    n = (27 + 64) ** (1 / 3)
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 9 / n ** 2, -16 / n ** 2], rtol=1e-14)
+    with pytest.raises(NotImplementedError, match="^nuclear norm is not supported by tracejit$"):
+        torch.norm(torch.ones(3, 3), "nuc")
+
+
+def test_empty_reductions_over_an_empty_dim_list_or_several_dims():
+    e = torch.tensor(np.zeros((3, 0)))
+    with pytest.raises(RuntimeError, match=r"^amin\(\): Expected reduction dim to be specified for input.numel"):
+        e.amin(())
+    for dims in ((0, 1), [1]):
+        with pytest.raises(IndexError, match=r"^amax\(\): Expected reduction dim 1 to have non-zero size.$"):
+            e.amax(dims)

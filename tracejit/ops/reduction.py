@@ -351,7 +351,8 @@ def _sort_np(x, dim, descending, stable=False):
             nanfirst = np.argsort(~np.isnan(np.take_along_axis(x, idx, dim)), axis=dim, kind="stable")
             idx = np.take_along_axis(idx, nanfirst, dim)
         else:
-            idx = np.argsort(-key.astype(np.int64) if x.dtype.kind in "bu" else -key, axis=dim, kind="stable")
+            # (~ reverses the order of every integer and bool dtype; -x overflows at a signed dtype's minimum)
+            idx = np.argsort(~key, axis=dim, kind="stable")
     else:
         idx = np.argsort(key, axis=dim, kind="stable")
     return np.take_along_axis(x, idx, dim), idx.astype(np.int64)
