@@ -374,3 +374,25 @@ def test_empty_reductions_over_an_empty_dim_list_or_several_dims():
     for dims in ((0, 1), [1]):
         with pytest.raises(IndexError, match=r"^amax\(\): Expected reduction dim 1 to have non-zero size.$"):
             e.amax(dims)
+
+
+def test_vector_norms_of_every_order_keep_dims_and_dtype_and_prod_takes_a_dtype():
+    a = np.array([[0.0, 3.0, -4.0], [1.0, 0.0, 0.0]], np.float32)
+    x = torch.tensor(a)
+    want = {float("inf"): np.abs(a).max(1), float("-inf"): np.abs(a).min(1), 0: (a != 0).sum(1),
+            1: np.abs(a).sum(1), 2: np.sqrt((a * a).sum(1)), 3: (np.abs(a) ** 3).sum(1) ** (1 / 3)}
+    for ord, w in want.items():
+        got = torch.vector_norm(x, ord, 1, keepdim=True)
+        assert tuple(got.shape) == (2, 1) and got.dtype is torch.float32, ord
+        np.testing.assert_allclose(got.numpy()[:, 0], w, rtol=1e-6)
+    np.testing.assert_allclose(torch.vector_norm(x).item(), math.sqrt(26.0), rtol=1e-6)     # (ord 2, all dims)
+    with pytest.raises(RuntimeError, match="^linalg.vector_norm: Expected a floating point tensor as input. "
+                                           "Got int64$"):
+        torch.vector_norm(torch.arange(3))
+    assert torch.prod(x, dtype=torch.float64).dtype is torch.float64
+    assert torch.prod(x, 1, dtype=torch.float64).dtype is torch.float64
+
+
+def test_var_of_a_0d_tensor_is_nan_unless_uncorrected():
+    assert math.isnan(torch.var(torch.tensor(2.0)).item())
+    assert torch.var(torch.tensor(2.0), correction=0).item() == 0.0
