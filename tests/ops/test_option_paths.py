@@ -396,3 +396,37 @@ def test_vector_norms_of_every_order_keep_dims_and_dtype_and_prod_takes_a_dtype(
 def test_var_of_a_0d_tensor_is_nan_unless_uncorrected():
     assert math.isnan(torch.var(torch.tensor(2.0)).item())
     assert torch.var(torch.tensor(2.0), correction=0).item() == 0.0
+
+
+def test_mean_cumsum_cumprod_take_a_dtype_and_mean_of_integers_is_refused():
+    a = np.array([0.1, 0.2, 0.7], np.float32)
+    m = torch.tensor(a).mean(dtype=torch.float64)
+    assert m.dtype is torch.float64 and m.item() == np.mean(a.astype(np.float64))     # (summed in float64)
+    assert torch.tensor(a).mean(0, dtype=torch.float64).dtype is torch.float64
+    for f in (torch.cumsum, torch.cumprod):
+        r = f(torch.tensor(a), 0, dtype=torch.float64)
+        assert r.dtype is torch.float64
+        np.testing.assert_array_equal(r.numpy(), getattr(np, f.__name__)(a.astype(np.float64)))
+        assert f(torch.tensor(np.float32(2.5)), 0, dtype=torch.float64).dtype is torch.float64
+    with pytest.raises(RuntimeError, match=r"^mean\(\): could not infer output dtype. Input dtype must be either a "
+                                           r"floating point or complex dtype. Got: Int64$"):
+        torch.arange(3).mean()
+
+
+def test_gradients_of_a_kept_dim_sum_and_of_the_mean_of_a_0d_tensor():
+    x = torch.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    w = np.array([[2.0], [-3.0]])
+    (x.sum(1, keepdim=True) * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to(w, (2, 3)))
+    s = torch.tensor(2.0, requires_grad=True)
+    s.mean().backward()
+    assert s.grad.item() == 1.0
+
+
+def test_cumprod_of_a_0d_tensor_gives_the_dtype_asked_or_int64_for_integers():
+    # (a bug found by a surviving mutant: a 0-d cumprod returned its input's dtype, where its shape rule and
+    # PyTorch give dtype=, and int64 for an integer input)
+    assert torch.cumprod(torch.tensor(np.float32(2.5)), 0, dtype=torch.float64).dtype is torch.float64
+    r = torch.cumprod(torch.tensor(np.int32(3)), 0)
+    assert r.dtype is torch.int64 and r.item() == 3
+    assert torch.cumsum(torch.tensor(np.int32(3)), 0).dtype is torch.int64

@@ -423,8 +423,12 @@ def _scan_meta(x, dim, dtype=None):
 
 
 defop("cumsum", _cumsum_np, _scan_meta, _cumsum_vjp, saves="")
-defop("cumprod", lambda x, dim, dtype=None: np.cumprod(x, axis=dim, dtype=(dtype or _sum_dtype(D._FROM_NP[x.dtype], {})).np)
-      if x.ndim else x.copy(), _scan_meta, _cumprod_vjp, saves="io")
+def _cumprod_np(x, dim, dtype=None):
+    dt = dtype or _sum_dtype(D._FROM_NP[x.dtype], {})
+    return np.cumprod(x, axis=dim, dtype=dt.np) if x.ndim else x.astype(dt.np)    # (a 0-d one too: its dtype)
+
+
+defop("cumprod", _cumprod_np, _scan_meta, _cumprod_vjp, saves="io")
 
 
 # ----------------------------------------------------------------------------- public API
