@@ -430,3 +430,41 @@ def test_cumprod_of_a_0d_tensor_gives_the_dtype_asked_or_int64_for_integers():
     r = torch.cumprod(torch.tensor(np.int32(3)), 0)
     assert r.dtype is torch.int64 and r.item() == 3
     assert torch.cumsum(torch.tensor(np.int32(3)), 0).dtype is torch.int64
+
+
+def test_reductions_take_a_dtype_other_than_the_default_one():
+    # (float32 asked of float64 inputs: a dtype= that were dropped would give float64, the default of a None)
+    a = np.array([[0.1, 0.2, 0.7], [1.5, -2.0, 0.25]])
+    x = torch.tensor(a)
+    assert torch.mean(x, dtype=torch.float32).dtype is torch.float32
+    assert torch.prod(x, 1, dtype=torch.float32).dtype is torch.float32
+    for f in (torch.cumsum, torch.cumprod):
+        r = f(x, 1, dtype=torch.float32)
+        assert r.dtype is torch.float32 and tuple(r.shape) == (2, 3)
+        np.testing.assert_allclose(r.numpy(), getattr(np, f.__name__)(a, 1), rtol=1e-6)
+
+
+def test_max_and_min_along_a_dim_give_the_first_nan_and_amax_over_no_dims_is_over_all():
+    x = torch.tensor(np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 0.0, 5.0, 1.0]]))
+    v, i = x.max(1)
+    assert math.isnan(v.tolist()[0]) and v.tolist()[1] == 5.0 and i.tolist() == [1, 2]
+    v, i = x.min(1)
+    assert math.isnan(v.tolist()[0]) and v.tolist()[1] == 0.0 and i.tolist() == [1, 1]
+    assert x.max(0).indices.tolist() == [1, 0, 1, 0] and x.min(0, keepdim=True).indices.tolist() == [[0, 0, 0, 0]]
+    y = torch.tensor(np.arange(6.0).reshape(2, 3))
+    assert y.amax(()).item() == 5.0 and y.amin(()).item() == 0.0 and y.amax(()).shape == ()
+    e = torch.tensor(np.zeros((3, 0)))
+    with pytest.raises(RuntimeError, match=r"^amax\(\): Expected reduction dim to be specified for input.numel"):
+        e.amax(())
+
+
+def test_kthvalue_and_median_shapes_of_0d_1d_and_single_row_inputs():
+    with pytest.raises(RuntimeError, match=r"^kthvalue\(\): selected number k out of range for dimension 0$"):
+        torch.kthvalue(torch.tensor(2.5), 2)
+    v, i = torch.kthvalue(torch.tensor([3.0, 1.0, 2.0]), 2, 0, keepdim=True)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [2.0] and i.tolist() == [2]
+    v, i = torch.kthvalue(torch.tensor([[3.0, 1.0, 2.0, 0.0]]), 2, 1)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [1.0] and i.tolist() == [1]
+    v, i = torch.median(torch.tensor(2.5), 0)
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == ()
+    assert torch.median(torch.zeros(0, dtype=torch.float64)).dtype is torch.float64
