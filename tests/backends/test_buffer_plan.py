@@ -174,3 +174,66 @@ def test_plan_grows_the_largest_free_arena_and_ends_an_unread_value_at_its_write
     other = tracejit.trace(lambda x: x + 1, backend="interpreter").graph(x).forward.nodes[0].outputs[0]
     p = buffers.plan(g, [(f32, (5,), other, 0), (f32, (5,), None, 1)])
     assert p.where == [0, 0]
+
+
+def _named(g):
+    names = {id(v): f"in{k}" for k, v in enumerate(g.inputs)}
+    names.update({id(o): f"n{k}" for k, n in enumerate(g.nodes) for o in n.outputs})
+    return names
+
+
+def test_lifetimes_end_at_the_last_read_through_any_view_and_returned_values_live_to_the_end():
+    def f(x, w):
+        a = tracejit.exp(x)                # n0
+        v = a.t()                          # n1: a view of a
+        b = x * 2.0                        # n2
+        c = v @ w                          # n3: the last read of a, through v
+        d = b + c                          # n4
+        r = d.reshape(-1)                  # n5: a view of d, returned: d lives to the end
+        u = v.reshape(-1)[:3]              # n6, n7: views of a view (of a), read by n9
+        return r, b * 3.0, u * 2.0         # n8, n9
+    x, w = tracejit.randn(4, 4), tracejit.randn(4, 4)
+    g = tracejit.trace(f, backend="interpreter").graph(x, w).forward
+    assert [n.op.name for n in g.nodes] == ["exp", "permute", "mul", "matmul", "add", "view", "reshape",
+                                            "slice", "mul", "mul"]
+    last, roots = buffers.lifetimes(g)
+    names = _named(g)
+    assert {names[k]: v for k, v in last.items()} == {
+        "in0": 2, "in1": 3, "n0": 9, "n1": 9, "n2": 8, "n3": 4, "n4": 10, "n5": 10, "n6": 9, "n7": 9, "n8": 10,
+        "n9": 10}
+    assert {names[k]: sorted(names[r] for r in v) for k, v in roots.items()} == {
+        "n1": ["n0", "n1"], "n5": ["n4", "n5"], "n6": ["n0", "n1", "n6"], "n7": ["n0", "n1", "n6", "n7"]}
+
+
+def test_plan_orders_by_writer_bigger_first_frees_after_the_last_read_and_fits_best():
+    def f(x, w):
+        a = tracejit.exp(x)
+        v = a.t()
+        b = x * 2.0
+        c = v @ w
+        d = b + c
+        r = d.reshape(-1)
+        u = v.reshape(-1)[:3]
+        return r, b * 3.0, u * 2.0
+    x, w = tracejit.randn(4, 4), tracejit.randn(4, 4)
+    g = tracejit.trace(f, backend="interpreter").graph(x, w).forward
+    c, b = g.nodes[3].outputs[0], g.nodes[2].outputs[0]          # read last at nodes 4 and 8
+    other = tracejit.trace(lambda x: x + 1, backend="interpreter").graph(x).forward.nodes[0].outputs[0]
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    reqs = [(f32, (4, 4), c, 3), (f32, (16,), b, 2), (f32, (8,), None, 4), (f32, (2, 8), None, 4),
+            (f64, (4,), None, 4), (f32, (10,), None, 5), (f32, (), None, 9), (f32, (16,), other, 6),
+            (f32, (16,), None, 9)]
+    p = buffers.plan(g, reqs)
+    # b's arena (0) is busy to node 8; c's (1) is read at node 4, so node 4's buffers take new ones (2, 3, and 4
+    # for float64); node 5's 10 elements take the smallest free float32 arena that fits (1: 16, before 2: 16;
+    # 3 holds 8), so does the unread value of node 6 (1 again); at node 9 the 16 elements come first and take
+    # the first arena of 16 (0, free again), the one element takes 3
+    assert p.where == [1, 0, 3, 2, 4, 1, 3, 1, 0]
+    assert p.arenas == [(f32, 16), (f32, 16), (f32, 16), (f32, 8), (f64, 4)]
+    assert p.requested == 4 * (16 + 16 + 8 + 16 + 10 + 1 + 16 + 16) + 8 * 4
+    assert p.nbytes() == 4 * (3 * 16 + 8) + 8 * 4
+    assert p.summary() == "9 in 5 arenas: 256 B (428 B with one each)"
+    p = buffers.plan(g, reqs, share=False)
+    assert p.where == list(range(9)) and p.arenas == [(f32, 16), (f32, 16), (f32, 8), (f32, 16), (f64, 4),
+                                                      (f32, 10), (f32, 1), (f32, 16), (f32, 16)]
+    assert p.requested == 428 and p.nbytes() == 428

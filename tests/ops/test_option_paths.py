@@ -236,3 +236,235 @@ def test_layer_norm_gradient_with_create_graph_reads_the_weight():
              for cg in (False, True)]
     for g0, g1 in zip(*grads):
         np.testing.assert_allclose(g1.detach().numpy(), g0.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+_NANS = np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 0.0, 5.0, 1.0], [np.nan, 1.0, 1.0, 7.0]])
+
+
+def test_nan_reductions_and_var_std_mean_along_a_dim_with_keepdim():
+    x = torch.tensor(_NANS)
+    for dim in (0, 1):
+        for keepdim in (False, True):
+            np.testing.assert_array_equal(torch.nansum(x, dim, keepdim).numpy(), np.nansum(_NANS, dim, keepdims=keepdim))
+            np.testing.assert_allclose(torch.nanmean(x, dim, keepdim).numpy(),
+                                       np.nanmean(_NANS, dim, keepdims=keepdim), rtol=1e-15)
+    assert torch.nansum(x, 1, dtype=torch.float32).dtype is torch.float32
+    y = torch.tensor(np.nan_to_num(_NANS))
+    a = y.numpy()
+    for f, g in ((torch.var_mean, np.var), (torch.std_mean, np.std)):
+        v, m = f(y, 1, keepdim=True)
+        assert tuple(v.shape) == tuple(m.shape) == (3, 1)
+        np.testing.assert_allclose(v.numpy(), g(a, 1, ddof=1, keepdims=True), rtol=1e-12)
+        np.testing.assert_allclose(m.numpy(), a.mean(1, keepdims=True), rtol=1e-12)
+        v, m = f(y, 0, unbiased=False)
+        np.testing.assert_allclose(v.numpy(), g(a, 0), rtol=1e-12)
+        v, m = f(y, 0, correction=0)
+        np.testing.assert_allclose(v.numpy(), g(a, 0), rtol=1e-12)
+
+
+def test_argmax_and_argmin_give_the_first_nan_along_a_dim_and_overall():
+    x = torch.tensor(_NANS)
+    assert x.argmax(1).tolist() == [1, 2, 0] and x.argmin(1).tolist() == [1, 1, 0]
+    assert x.argmax(0).tolist() == [2, 0, 1, 0] and x.argmin(0).tolist() == [2, 0, 2, 0]
+    assert x.argmax().item() == 1 and x.argmin().item() == 1
+    assert x.argmin(1, keepdim=True).tolist() == [[1], [1], [0]]
+    assert tuple(x.argmax(keepdim=True).shape) == (1, 1)
+    # the traced face: its shape rule (keepdim without dim keeps every dim as 1)
+    got = torch.trace(lambda x: (x.argmax(keepdim=True), x.argmin(), x.argmax(0, keepdim=True)),
+                      backend="interpreter")(x)
+    assert [tuple(g.shape) for g in got] == [(1, 1), (), (1, 4)] and got[0].item() == 1
+
+
+def test_amin_amax_of_an_empty_tensor_and_topk_out_of_range_messages():
+    e = torch.tensor(np.zeros((3, 0)))
+    for name in ("amin", "amax"):
+        with pytest.raises(RuntimeError, match=rf"^{name}\(\): Expected reduction dim to be specified for "
+                                               r"input.numel\(\) == 0. Specify the reduction dim with the 'dim' argument.$"):
+            getattr(e, name)()
+        with pytest.raises(IndexError, match=rf"^{name}\(\): Expected reduction dim 1 to have non-zero size.$"):
+            getattr(e, name)(1)
+    assert e.amin(0).shape == (0,)
+    with pytest.raises(RuntimeError, match=r"^selected index k out of range \(k=5, size 4 at dim 1\)$"):
+        torch.ones(3, 4).topk(5, 1)
+    v, i = torch.tensor([[3.0, 1.0, 2.0, 5.0]]).topk(2, largest=False)
+    assert v.tolist() == [[1.0, 2.0]] and i.tolist() == [[1, 2]]
+
+
+def test_logsumexp_of_infinite_rows_empty_rows_and_a_0d_tensor():
+    a = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [0.5, 1.0]])
+    got = torch.tensor(a).logsumexp(1)
+    assert got.numpy()[0] == -np.inf and got.numpy()[1] == np.inf
+    np.testing.assert_allclose(got.numpy()[2], math.log(math.exp(0.5) + math.e), rtol=1e-15)
+    assert tuple(torch.tensor(a).logsumexp(1, keepdim=True).shape) == (3, 1)
+    assert torch.tensor(a).logsumexp((0, 1)).item() == np.inf
+    assert torch.tensor(np.zeros((2, 0))).logsumexp(1).tolist() == [-np.inf, -np.inf]
+    for dims in ((), 0):
+        z = torch.tensor(2.0).logsumexp(dims)
+        assert z.shape == () and z.item() == 2.0
+    # large values (the max is taken out first), a 1-d input, a size-1 dim kept where it is not reduced
+    np.testing.assert_allclose(torch.tensor(np.array([1000.0, 1000.0])).logsumexp(0).item(), 1000 + math.log(2),
+                               rtol=1e-15)
+    z = torch.tensor(np.array([[0.5, 1.0, -1.0]])).logsumexp(1)
+    assert tuple(z.shape) == (1,)
+    np.testing.assert_allclose(z.numpy(), [math.log(math.exp(0.5) + math.e + math.exp(-1))], rtol=1e-15)
+
+
+def test_argsort_is_stable_when_asked():
+    assert torch.argsort(torch.tensor([3, 1, 2, 1, 1]), stable=True).tolist() == [1, 3, 4, 2, 0]
+    assert torch.argsort(torch.tensor([3.0, 1.0, 2.0, 1.0, 1.0]), descending=True, stable=True).tolist() == \
+        [0, 2, 1, 3, 4]
+
+
+def test_descending_sorts_and_topk_of_signed_integers_place_the_dtypes_minimum_last():
+    # (a bug found by a surviving mutant: the key -x overflowed at the minimum, which then sorted first)
+    for dt in (np.int8, np.int16, np.int32, np.int64):
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        arr = np.array([lo, 5, 0, hi, lo, -1], dt)
+        r = torch.sort(torch.tensor(arr), descending=True, stable=True)
+        assert r.values.tolist() == [hi, 5, 0, -1, lo, lo] and r.indices.tolist() == [3, 1, 2, 5, 0, 4]
+        assert torch.tensor(arr).topk(2).values.tolist() == [hi, 5]
+        assert torch.tensor(arr).topk(2, largest=False).values.tolist() == [lo, lo]
+
+
+def test_sorts_of_floats_nan_0d_and_long_rows_with_ties():
+    a = np.array([[1.0, np.nan, 3.0, np.nan, 0.5, 0.7], [2.0, 0.25, 0.25, -1.0, np.nan, 0.25]])
+    r = torch.sort(torch.tensor(a), 1, descending=True, stable=True)
+    assert r.indices.tolist() == [[1, 3, 2, 0, 5, 4], [4, 0, 1, 2, 5, 3]]
+    r = torch.sort(torch.tensor(a), 0, descending=True)
+    assert r.indices.tolist() == [[1, 0, 0, 0, 1, 0], [0, 1, 1, 1, 0, 1]]
+    r = torch.sort(torch.tensor(a), 0)
+    assert r.indices.tolist() == [[0, 1, 1, 1, 0, 1], [1, 0, 0, 0, 1, 0]]
+    v, i = torch.sort(torch.tensor(2.5))
+    assert v.item() == 2.5 and i.shape == () and i.dtype is torch.int64 and i.item() == 0
+    # a row long enough for numpy's unstable sorts to reorder ties: equal keys keep their order
+    t = np.random.default_rng(5).integers(0, 3, 300).astype(np.float64)
+    for desc in (False, True):
+        got = torch.sort(torch.tensor(t), descending=desc, stable=True).indices.tolist()
+        assert got == sorted(range(300), key=lambda j: ((-t[j]) if desc else t[j], j))
+
+
+def test_sort_gradients_keep_float64_and_std_var_take_unbiased_positionally():
+    x = torch.tensor(np.array([0.3, -1.7, 2.9, 0.1]), requires_grad=True)
+    c = np.array([0.1, 0.2, 0.3, 0.7])
+    (torch.sort(x).values * torch.tensor(c)).sum().backward()
+    assert x.grad.dtype is torch.float64
+    np.testing.assert_array_equal(x.grad.numpy(), c[np.argsort(np.argsort([0.3, -1.7, 2.9, 0.1]))])
+    y = torch.tensor(np.array([1.0, 2.0, 4.0]))
+    np.testing.assert_allclose(torch.std(y, True).item(), np.std([1.0, 2.0, 4.0], ddof=1), rtol=1e-15)
+    np.testing.assert_allclose(torch.var(y, False).item(), np.var([1.0, 2.0, 4.0]), rtol=1e-15)
+    with pytest.raises(RuntimeError, match="^std and var only support floating point and complex dtypes$"):
+        torch.arange(4).var()
+    with pytest.raises(RuntimeError, match="^std and var only support floating point and complex dtypes$"):
+        torch.arange(4).std()
+
+
+def test_vector_norm_gradient_is_zero_at_zero_entries_and_the_nuclear_norm_is_refused():
+    x = torch.tensor(np.array([0.0, 3.0, -4.0]), requires_grad=True)
+    x.norm(3).backward()
+    n = (27 + 64) ** (1 / 3)
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, 9 / n ** 2, -16 / n ** 2], rtol=1e-14)
+    with pytest.raises(NotImplementedError, match="^nuclear norm is not supported by tracejit$"):
+        torch.norm(torch.ones(3, 3), "nuc")
+
+
+def test_empty_reductions_over_an_empty_dim_list_or_several_dims():
+    e = torch.tensor(np.zeros((3, 0)))
+    with pytest.raises(RuntimeError, match=r"^amin\(\): Expected reduction dim to be specified for input.numel"):
+        e.amin(())
+    for dims in ((0, 1), [1]):
+        with pytest.raises(IndexError, match=r"^amax\(\): Expected reduction dim 1 to have non-zero size.$"):
+            e.amax(dims)
+
+
+def test_vector_norms_of_every_order_keep_dims_and_dtype_and_prod_takes_a_dtype():
+    a = np.array([[0.0, 3.0, -4.0], [1.0, 0.0, 0.0]], np.float32)
+    x = torch.tensor(a)
+    want = {float("inf"): np.abs(a).max(1), float("-inf"): np.abs(a).min(1), 0: (a != 0).sum(1),
+            1: np.abs(a).sum(1), 2: np.sqrt((a * a).sum(1)), 3: (np.abs(a) ** 3).sum(1) ** (1 / 3)}
+    for ord, w in want.items():
+        got = torch.vector_norm(x, ord, 1, keepdim=True)
+        assert tuple(got.shape) == (2, 1) and got.dtype is torch.float32, ord
+        np.testing.assert_allclose(got.numpy()[:, 0], w, rtol=1e-6)
+    np.testing.assert_allclose(torch.vector_norm(x).item(), math.sqrt(26.0), rtol=1e-6)     # (ord 2, all dims)
+    with pytest.raises(RuntimeError, match="^linalg.vector_norm: Expected a floating point tensor as input. "
+                                           "Got int64$"):
+        torch.vector_norm(torch.arange(3))
+    assert torch.prod(x, dtype=torch.float64).dtype is torch.float64
+    assert torch.prod(x, 1, dtype=torch.float64).dtype is torch.float64
+
+
+def test_var_of_a_0d_tensor_is_nan_unless_uncorrected():
+    assert math.isnan(torch.var(torch.tensor(2.0)).item())
+    assert torch.var(torch.tensor(2.0), correction=0).item() == 0.0
+
+
+def test_mean_cumsum_cumprod_take_a_dtype_and_mean_of_integers_is_refused():
+    a = np.array([0.1, 0.2, 0.7], np.float32)
+    m = torch.tensor(a).mean(dtype=torch.float64)
+    assert m.dtype is torch.float64 and m.item() == np.mean(a.astype(np.float64))     # (summed in float64)
+    assert torch.tensor(a).mean(0, dtype=torch.float64).dtype is torch.float64
+    for f in (torch.cumsum, torch.cumprod):
+        r = f(torch.tensor(a), 0, dtype=torch.float64)
+        assert r.dtype is torch.float64
+        np.testing.assert_array_equal(r.numpy(), getattr(np, f.__name__)(a.astype(np.float64)))
+        assert f(torch.tensor(np.float32(2.5)), 0, dtype=torch.float64).dtype is torch.float64
+    with pytest.raises(RuntimeError, match=r"^mean\(\): could not infer output dtype. Input dtype must be either a "
+                                           r"floating point or complex dtype. Got: Int64$"):
+        torch.arange(3).mean()
+
+
+def test_gradients_of_a_kept_dim_sum_and_of_the_mean_of_a_0d_tensor():
+    x = torch.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    w = np.array([[2.0], [-3.0]])
+    (x.sum(1, keepdim=True) * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to(w, (2, 3)))
+    s = torch.tensor(2.0, requires_grad=True)
+    s.mean().backward()
+    assert s.grad.item() == 1.0
+
+
+def test_cumprod_of_a_0d_tensor_gives_the_dtype_asked_or_int64_for_integers():
+    # (a bug found by a surviving mutant: a 0-d cumprod returned its input's dtype, where its shape rule and
+    # PyTorch give dtype=, and int64 for an integer input)
+    assert torch.cumprod(torch.tensor(np.float32(2.5)), 0, dtype=torch.float64).dtype is torch.float64
+    r = torch.cumprod(torch.tensor(np.int32(3)), 0)
+    assert r.dtype is torch.int64 and r.item() == 3
+    assert torch.cumsum(torch.tensor(np.int32(3)), 0).dtype is torch.int64
+
+
+def test_reductions_take_a_dtype_other_than_the_default_one():
+    # (float32 asked of float64 inputs: a dtype= that were dropped would give float64, the default of a None)
+    a = np.array([[0.1, 0.2, 0.7], [1.5, -2.0, 0.25]])
+    x = torch.tensor(a)
+    assert torch.mean(x, dtype=torch.float32).dtype is torch.float32
+    assert torch.prod(x, 1, dtype=torch.float32).dtype is torch.float32
+    for f in (torch.cumsum, torch.cumprod):
+        r = f(x, 1, dtype=torch.float32)
+        assert r.dtype is torch.float32 and tuple(r.shape) == (2, 3)
+        np.testing.assert_allclose(r.numpy(), getattr(np, f.__name__)(a, 1), rtol=1e-6)
+
+
+def test_max_and_min_along_a_dim_give_the_first_nan_and_amax_over_no_dims_is_over_all():
+    x = torch.tensor(np.array([[1.0, np.nan, 3.0, np.nan], [2.0, 0.0, 5.0, 1.0]]))
+    v, i = x.max(1)
+    assert math.isnan(v.tolist()[0]) and v.tolist()[1] == 5.0 and i.tolist() == [1, 2]
+    v, i = x.min(1)
+    assert math.isnan(v.tolist()[0]) and v.tolist()[1] == 0.0 and i.tolist() == [1, 1]
+    assert x.max(0).indices.tolist() == [1, 0, 1, 0] and x.min(0, keepdim=True).indices.tolist() == [[0, 0, 0, 0]]
+    y = torch.tensor(np.arange(6.0).reshape(2, 3))
+    assert y.amax(()).item() == 5.0 and y.amin(()).item() == 0.0 and y.amax(()).shape == ()
+    e = torch.tensor(np.zeros((3, 0)))
+    with pytest.raises(RuntimeError, match=r"^amax\(\): Expected reduction dim to be specified for input.numel"):
+        e.amax(())
+
+
+def test_kthvalue_and_median_shapes_of_0d_1d_and_single_row_inputs():
+    with pytest.raises(RuntimeError, match=r"^kthvalue\(\): selected number k out of range for dimension 0$"):
+        torch.kthvalue(torch.tensor(2.5), 2)
+    v, i = torch.kthvalue(torch.tensor([3.0, 1.0, 2.0]), 2, 0, keepdim=True)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [2.0] and i.tolist() == [2]
+    v, i = torch.kthvalue(torch.tensor([[3.0, 1.0, 2.0, 0.0]]), 2, 1)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [1.0] and i.tolist() == [1]
+    v, i = torch.median(torch.tensor(2.5), 0)
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == ()
+    assert torch.median(torch.zeros(0, dtype=torch.float64)).dtype is torch.float64

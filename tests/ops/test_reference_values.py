@@ -433,3 +433,45 @@ def test_random_ops():
     assert set(np.unique(k)) == {3, 4, 5, 6} and k.dtype == np.int64
     b = tj.bernoulli(tj.full((20000,), 0.3)).numpy()
     assert set(np.unique(b)) <= {0.0, 1.0} and abs(b.mean() - 0.3) < 0.015
+
+
+def test_kthvalue_median_aminmax_match_a_sort_reference():
+    """kthvalue, median and aminmax (compositions of sort, amin and amax, not registry ops) against Python's
+    sorted() along each dim: values, indices, keepdim shapes; the lower median of an even count; errors."""
+    x = tj.tensor(N)
+    for dim in (0, 1, -1):
+        d = dim % 2
+        n = N.shape[d]
+        rows = np.moveaxis(N, d, -1)                     # [other, n]
+        for k in range(1, n + 1):
+            for keepdim in (False, True):
+                v, i = tj.kthvalue(x, k, dim, keepdim)
+                want_v = np.array([sorted(r)[k - 1] for r in rows])
+                want_i = np.array([list(r).index(sorted(r)[k - 1]) for r in rows])
+                if keepdim:
+                    want_v, want_i = np.expand_dims(want_v, d), np.expand_dims(want_i, d)
+                assert v.numpy().shape == want_v.shape and i.numpy().dtype == np.int64
+                np.testing.assert_array_equal(v.numpy(), want_v)
+                np.testing.assert_array_equal(i.numpy(), want_i)
+        m, mi = tj.median(x, dim)
+        k = (n + 1) // 2                                  # (the lower of the two middle values when n is even)
+        np.testing.assert_array_equal(m.numpy(), [sorted(r)[k - 1] for r in rows])
+        np.testing.assert_array_equal(mi.numpy(), [list(r).index(sorted(r)[k - 1]) for r in rows])
+        assert tuple(tj.median(x, dim, keepdim=True).values.shape) == tuple(np.expand_dims(m.numpy(), d).shape)
+    assert tj.median(x).item() == sorted(N.ravel())[5] and tj.median(x).shape == ()
+    assert math.isnan(tj.median(tj.zeros(0, dtype=tj.float64)).item())
+    v, i = tj.kthvalue(tj.tensor(2.5), 1)
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == () and i.shape == ()
+    for k in (0, 5):
+        with pytest.raises(RuntimeError, match=r"^kthvalue\(\): selected number k out of range for dimension 1$"):
+            tj.kthvalue(x, k, 1)
+    lo, hi = tj.aminmax(x)
+    assert lo.item() == N.min() and hi.item() == N.max() and lo.shape == hi.shape == ()
+    lo, hi = tj.aminmax(x, dim=1, keepdim=True)
+    np.testing.assert_array_equal(lo.numpy(), [[min(r)] for r in N])
+    np.testing.assert_array_equal(hi.numpy(), [[max(r)] for r in N])
+    lo, hi = tj.aminmax(x, dim=0)
+    np.testing.assert_array_equal(lo.numpy(), [min(c) for c in N.T])
+    np.testing.assert_array_equal(hi.numpy(), [max(c) for c in N.T])
+    lo, hi = tj.aminmax(x, keepdim=True)
+    assert lo.shape == hi.shape == (1, 1)

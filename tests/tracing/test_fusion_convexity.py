@@ -29,7 +29,8 @@ def _acyclic(n, edges, group):
     return seen == len(set(group))
 
 
-@pytest.mark.parametrize("seed", range(30))
+# (seed 136: a merge moves units whose ranks are not in the order of their indices: they keep their rank order)
+@pytest.mark.parametrize("seed", list(range(30)) + [136])
 def test_units_merge_agrees_with_brute_force(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(5, 40))
@@ -64,6 +65,19 @@ def test_units_merge_agrees_with_brute_force(seed):
             sorted(sorted(i for i in range(n) if group[i] == g) for g in set(group))
 
 
+@pytest.mark.parametrize("n", [1, 5])
+def test_units_start_with_integer_ranks_increasing_from_head_to_tail(n):
+    units = Units([set() for _ in range(n)])
+    order, u = [n], n                       # n and n + 1: the list's head and tail
+    while units.nxt[u] is not None:
+        u = units.nxt[u]
+        order.append(u)
+    assert order == [n] + list(range(n)) + [n + 1]
+    ranks = [units.rank[u] for u in order]
+    assert all(type(r) is int for r in ranks) and all(p < q for p, q in zip(ranks, ranks[1:]))
+    assert all(units.prv[q] == p for p, q in zip(order, order[1:])) and units.prv[n] is None
+
+
 def test_units_spread_ranks_when_none_fits_between():
     # 0 -> 3 -> 4 and 1 -> 2: merging 1 and 4 moves 3 between 0 and 1, whose ranks are consecutive
     succ = [{3}, {2}, set(), {4}, set()]
@@ -72,6 +86,52 @@ def test_units_spread_ranks_when_none_fits_between():
     r = units.merge(1, 4)
     assert r is not None and units.spread >= 1
     assert units.rank[0] < units.rank[3] < units.rank[r] < units.rank[2]
+
+
+def _listed(units, n):
+    out, u = [], units.nxt[n]
+    while units.nxt[u] is not None:
+        out.append(u)
+        u = units.nxt[u]
+    return out
+
+
+def test_units_spread_only_the_tight_neighbours_evenly():
+    # as above, with ranks 1000..1004 and a unit 5 ranked 64 after the first: the spread walks from 0 while the
+    # span is under 4 * count**2 (1, 2, 4: spans 1, 2, 4; 5: a span of 64, not under 64) and gives the units
+    # between 0 and 5 even integer ranks (a step of 64 // 4); 5 and everything after it keep theirs
+    succ = [{3}, {2}, set(), {4}, set(), set()]
+    units = Units(succ)
+    units.rank[:6] = [1000, 1001, 1002, 1003, 1004, 1064]
+    assert units.merge(1, 4) == 1 and units.spread == 1
+    assert _listed(units, 6) == [0, 3, 1, 2, 5]
+    assert [units.rank[u] for u in _listed(units, 6)] == [1000, 1008, 1016, 1032, 1064]
+    assert all(type(r) is int for r in units.rank)
+    units._spread(0)                    # (the counter the tests read counts every spread; 3 has room: no change)
+    assert units.spread == 2 and [units.rank[u] for u in _listed(units, 6)] == [1000, 1008, 1016, 1032, 1064]
+
+
+def test_units_insert_at_the_midpoint_when_there_is_one():
+    # a gap of 2 between 0 and 1 has a midpoint: 3 takes it, nothing is spread
+    succ = [{3}, {2}, set(), {4}, set(), set()]
+    units = Units(succ)
+    units.rank[:6] = [1000, 1002, 1004, 1006, 1008, 2000]
+    assert units.merge(1, 4) == 1 and units.spread == 0
+    assert [units.rank[u] for u in _listed(units, 6)] == [1000, 1001, 1002, 1004, 2000]
+    assert all(type(r) is int for r in units.rank)
+
+
+def test_units_spread_to_the_tail_leaves_room_before_it():
+    # no gap before the tail: the units after 0 share its span evenly with one step left before the tail
+    succ = [{3}, {2}, set(), {4}, set()]
+    units = Units(succ)
+    units.rank[:5] = [1000, 1001, 1002, 1003, 1004]
+    tail = units.rank[6]
+    assert units.merge(1, 4) == 1 and units.spread == 1
+    step = (tail - 1000) // 5           # (1, 2 and 4 spread, then 4 left the list: the merged unit is 1)
+    assert _listed(units, 5) == [0, 3, 1, 2]
+    assert [units.rank[u] for u in _listed(units, 5)] == [1000, (2000 + step) // 2, 1000 + step, 1000 + 2 * step]
+    assert all(type(r) is int for r in units.rank) and units.rank[6] == tail
 
 
 def test_units_refuse_when_the_search_is_too_long():
@@ -83,7 +143,19 @@ def test_units_refuse_when_the_search_is_too_long():
     units.budget = 4
     assert units.merge(0, n - 1) is None
     assert units.refused == 1
+    assert units.merge(0, n - 1) is None and units.refused == 2
     assert units.merge(0, 1) is not None
+
+
+def test_units_answer_a_search_of_exactly_the_budget():
+    # 0 -> 1 -> 2 and 3 -> 4 -> 5: merging 0 and 5 walks 1, 2 forward and 4, 3 backward, 4 units: no cycle
+    succ = [{1}, {2}, set(), {4}, {5}, set()]
+    units = Units(succ)
+    units.budget = 4
+    assert units.merge(0, 5) is not None and units.refused == 0
+    units = Units(succ)
+    units.budget = 3
+    assert units.merge(0, 5) is None and units.refused == 1
 
 
 def _random_program(rng, steps):
@@ -174,6 +246,26 @@ def test_a_long_sum_is_cut_into_groups_of_bounded_operands():
     assert len(codes) < len(groups)
 
 
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_long_sum_fills_each_group_up_to_inputs_max_operands(scaled):
+    # the operands a group reads from outside are counted exactly as it grows: values made inside it are none,
+    # nor are Python number constants (x * 2.0, x * 3.0, ...: one per term), so every group but the last reads
+    # INPUTS_MAX operands
+    from tracejit.passes import fusion as FU
+    xs = [tracejit.randn(3) for _ in range(70)]
+
+    def f(*xs):
+        acc = xs[0]
+        for k, x in enumerate(xs[1:]):
+            acc = acc + (x * float(k + 2) if scaled else x)
+        return acc
+
+    g = tracejit.trace(f, backend="interpreter").graph(*xs).forward
+    groups, _, _ = find_groups(g)
+    assert [len(_ext_inputs(g, m)) for m, _ in groups] == [FU.INPUTS_MAX, FU.INPUTS_MAX, 70 - 2 * 31]
+    assert sum(len(m) for m, _ in groups) == len(g.nodes)
+
+
 def test_independent_readers_of_one_operand_join_in_bounded_groups():
     from tracejit.passes import fusion as FU
     b = tracejit.randn(4)
@@ -233,6 +325,85 @@ def test_a_node_far_after_its_producers_group_is_computed_where_it_is_read():
     tf = tracejit.trace(f)
     for a, b in zip(tf(x, z), f(x, z)):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("gap", [0, 1])
+def test_a_producers_group_or_a_siblings_is_joined_up_to_far_nodes_after_its_last_op(gap):
+    # y's group (sigmoid, * 3) ends at node 1 and a = w * 2 is node 2; b and c come FAR (+ gap) nodes after them
+    from tracejit.passes import fusion as FU
+
+    def f(x, w, z):
+        y = tracejit.sigmoid(x) * 3
+        a = w * 2.0
+        for k in range(FU.FAR - 2 + gap):
+            z = z * 1.01 if k % 2 else z + 0.5
+        return y, a, z, y * 4.0, w * 5.0
+
+    x, w, z = tracejit.randn(8), tracejit.randn(8), tracejit.randn(8)
+    g = tracejit.trace(f, backend="interpreter").graph(x, w, z).forward
+    groups, _, _ = find_groups(g)
+    group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+    names = [n.op.name for n in g.nodes]
+    b, c = len(names) - 2, len(names) - 1
+    assert names[:3] == ["sigmoid", "mul", "mul"] and b - 1 == c - 2 == FU.FAR + gap
+    assert (group_of[b] == group_of[0]) == (gap == 0)       # (b reads y: its producer's group)
+    assert (group_of[c] == group_of[2]) == (gap == 0)       # (c reads w, as a does: a sibling's group)
+    assert group_of[2] != group_of[0]
+
+
+def test_the_distance_to_a_group_counts_from_its_last_op_not_from_the_one_read():
+    # a = w * 2 (node 0) heads a group whose last op is near the reader: the reader joins (its producer's group,
+    # 41 ops: too many to join as a sibling; or a sibling's group that d joined 58 nodes after a)
+    def zs(z, n):
+        for k in range(n):
+            z = z * 1.01 if k % 2 else z + 0.5
+        return z
+
+    def f(w, z):
+        a = w * 2.0
+        t = a
+        for _ in range(40):
+            t = t * 1.5
+        z = zs(z, 30)
+        return t, z, a * 3.0                    # a * 3.0: node 71, 31 after t's, 71 after a
+
+    def f2(w, z):
+        a = w * 2.0
+        z = zs(z, 57)
+        d = a * 1.5                             # node 58: joins a's group
+        z = zs(z, 40)
+        return d, z, w * 5.0                    # w * 5.0: node 99, a sibling of a, 41 after d, 99 after a
+
+    w, z = tracejit.randn(8), tracejit.randn(8)
+    for fn, last in ((f, 71), (f2, 99)):
+        g = tracejit.trace(fn, backend="interpreter").graph(w, z).forward
+        groups, _, _ = find_groups(g)
+        group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+        assert len(g.nodes) == last + 1 and g.nodes[0].op.name == "mul" and g.nodes[0].inputs[1] == 2.0
+        assert group_of[last] == group_of[0], fn.__name__
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4, 5])
+def test_costly_work_near_a_far_reader_counts_up_to_three_readers_on(depth):
+    # a = y * 2 reads the forward group's y from far (the z chain between): it joins that group only when a
+    # transcendental (exp) is a, or a fusible reader of its shape at most 3 readers on (costly_near's hops)
+    def f(x, z):
+        y = tracejit.sigmoid(x) * 3
+        for _ in range(70):
+            z = z * 1.01 + 0.5
+        t = y * 2.0
+        for k in range(depth - 1):
+            t = t + float(k + 1) if k % 2 else t * z
+        return y, tracejit.exp(t)
+
+    x, z = tracejit.randn(8), tracejit.randn(8)
+    g = tracejit.trace(f, backend="interpreter").graph(x, z).forward
+    groups, _, _ = find_groups(g)
+    group_of = {i: k for k, (m, _) in enumerate(groups) for i in m}
+    names = [n.op.name for n in g.nodes]
+    a = len(names) - depth - 1
+    assert names[a] == "mul" and g.nodes[a].inputs[1] == 2.0 and names[-1] == "exp"
+    assert (group_of[a] == group_of[names.index("sigmoid")]) == (depth <= 3)
 
 
 def test_the_fused_graph_verifies_and_keeps_other_ops_out_of_its_bodies():

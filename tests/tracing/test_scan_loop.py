@@ -162,6 +162,9 @@ def test_the_loop_is_split_once_per_body_and_its_backward_reads_residuals():
     # checkpointing: the residuals are the carries, and the backward step recomputes the forward step
     cf, cb, cn = split_body(fwd, 1, 1, checkpoint=True)
     assert cn == 1 and cb is backward_body(fwd, 1, 1) and cf.outputs[-1] is cf.inputs[0]
+    assert cf.output_names == list(fwd.output_names) + ["saved0"] and len(fwd.output_names) == len(fwd.outputs)
+    assert cb.output_names == [f"out{k}" for k in range(len(cb.outputs))]
+    assert split_body(fwd, 1, 1) is not split_body(fwd, 1, 1, checkpoint=True)      # (the default saves residuals)
     assert any(n.op.name == "matmul" and n.inputs[0] is cb.inputs[3] for n in cb.nodes)
     assert cb.input_names == ["carry0.grad", "capture0.grad", "capture1.grad", "carry0", "x0", "y0.grad", "y1.grad",
                               "y2.grad", "capture0", "capture1"]
@@ -175,6 +178,11 @@ def test_checkpointed_loop_equals_the_saving_loop(checkpoint):
         h, ys = tracejit.scan(lambda h, x: ((h @ w + x + b).tanh(), (h * x).sum(-1)), h0, xs, checkpoint=checkpoint)
         return (ys ** 2).sum() + h.sum()
     _traced_equals_eager(tracejit.trace(f, backend="numba"), ins)
+    # the loop keeps the carry alone with checkpoint=True (its backward recomputes the step), else the carry and
+    # h @ w + x
+    e = tracejit.trace(f, backend="interpreter").graph(*ins).entry
+    (node,) = [n for n in e.fwd.nodes if n.op.name == "scan"]
+    assert node.attrs["saved"] == (1 if checkpoint else 2)
 
 
 def test_in_place_update_of_an_outside_tensor_is_an_error():
@@ -225,7 +233,34 @@ def test_two_carries_two_outputs_no_carry_and_unused_carry_gradients():
     # a final carry that does not depend on init: its gradient is zero, as in the Python loop
     (g_op,) = tracejit.autograd.grad(tracejit.scan(lambda c, x: (x * 2, x), a0, xs, as_op=True)[0].sum(), (a0,),
                                      allow_unused=True)
-    assert g_op is None or not np.any(g_op.numpy())
+    assert g_op is None or (g_op.dtype == a0.dtype and not np.any(g_op.numpy()))
+    # a step whose outputs read none of its operands: zero gradients (the step's derivative has no path at all)
+    c, ys = tracejit.scan(lambda c, x: (tracejit.ones(3, dtype=tracejit.float64),
+                                        tracejit.zeros(3, dtype=tracejit.float64)), a0, xs, as_op=True)
+    g_a, g_x = tracejit.autograd.grad(c.sum() + ys.sum(), (a0, xs), allow_unused=True)
+    for gr, t in ((g_a, a0), (g_x, xs)):
+        assert gr is None or (gr.dtype == t.dtype and tuple(gr.shape) == tuple(t.shape) and not np.any(gr.numpy()))
+
+
+def test_an_unused_output_after_an_integer_carry_gets_zero_gradients_of_its_own_shape():
+    # carries (h, a step counter k), outputs y0 [3] and y1 [4], of shapes and dtypes unlike the last carry's; the
+    # loss reads h and y0 only: y1's cotangent is zeros of y1's stacked shape and dtype
+    xs = tracejit.tensor(_rng.standard_normal((5, 3, 4)), requires_grad=True)
+    w = tracejit.tensor(_rng.standard_normal((4, 4)), requires_grad=True)
+
+    def f(xs, w, as_op):
+        def step(c, x):
+            h, k = c
+            h = (h @ w + x).tanh()
+            return (h, k + 1), (h.sum(-1), h.sum(0))
+        (h, k), (y0, y1) = tracejit.scan(step, (tracejit.zeros(3, 4, dtype=tracejit.float64),
+                                                tracejit.tensor(0)), xs, as_op=as_op)
+        assert k.item() == 5 and tuple(y1.shape) == (5, 4)
+        return (y0 ** 2).sum() + h.sum()
+    want = tracejit.autograd.grad(f(xs, w, False), (xs, w))
+    got = tracejit.autograd.grad(f(xs, w, True), (xs, w))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_op_shape_rule_names_the_mismatched_operand():

@@ -351,7 +351,8 @@ def _sort_np(x, dim, descending, stable=False):
             nanfirst = np.argsort(~np.isnan(np.take_along_axis(x, idx, dim)), axis=dim, kind="stable")
             idx = np.take_along_axis(idx, nanfirst, dim)
         else:
-            idx = np.argsort(-key.astype(np.int64) if x.dtype.kind in "bu" else -key, axis=dim, kind="stable")
+            # (~ reverses the order of every integer and bool dtype; -x overflows at a signed dtype's minimum)
+            idx = np.argsort(~key, axis=dim, kind="stable")
     else:
         idx = np.argsort(key, axis=dim, kind="stable")
     return np.take_along_axis(x, idx, dim), idx.astype(np.int64)
@@ -422,8 +423,12 @@ def _scan_meta(x, dim, dtype=None):
 
 
 defop("cumsum", _cumsum_np, _scan_meta, _cumsum_vjp, saves="")
-defop("cumprod", lambda x, dim, dtype=None: np.cumprod(x, axis=dim, dtype=(dtype or _sum_dtype(D._FROM_NP[x.dtype], {})).np)
-      if x.ndim else x.copy(), _scan_meta, _cumprod_vjp, saves="io")
+def _cumprod_np(x, dim, dtype=None):
+    dt = dtype or _sum_dtype(D._FROM_NP[x.dtype], {})
+    return np.cumprod(x, axis=dim, dtype=dt.np) if x.ndim else x.astype(dt.np)    # (a 0-d one too: its dtype)
+
+
+defop("cumprod", _cumprod_np, _scan_meta, _cumprod_vjp, saves="io")
 
 
 # ----------------------------------------------------------------------------- public API
