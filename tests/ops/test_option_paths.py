@@ -468,3 +468,11 @@ def test_kthvalue_and_median_shapes_of_0d_1d_and_single_row_inputs():
     v, i = torch.median(torch.tensor(2.5), 0)
     assert v.item() == 2.5 and i.item() == 0 and v.shape == ()
     assert torch.median(torch.zeros(0, dtype=torch.float64)).dtype is torch.float64
+
+
+def test_argmax_and_argmin_of_1d_and_0d_tensors_along_a_dim():
+    x = torch.tensor([1.0, 5.0, 2.0, 5.0])
+    assert x.argmax(0).item() == 1 and x.argmin(0).item() == 0 and x.argmax(0, keepdim=True).tolist() == [1]
+    for f in (torch.argmax, torch.argmin):
+        r = f(torch.tensor(2.5), 0)
+        assert r.shape == () and r.dtype is torch.int64 and r.item() == 0
