@@ -445,6 +445,8 @@ def test_reduction_decompositions_compute_what_the_op_computes():
         _parts_equal_the_op("logsumexp", rows, dims=(1,), keepdim=keepdim)
         _parts_equal_the_op("logsumexp", np.zeros((2, 0)), dims=(1,), keepdim=keepdim)
         _parts_equal_the_op("var", np.array([[2.5], [1.0]]), dims=(1,), keepdim=keepdim, correction=1)
+        _parts_equal_the_op("var", np.array([[2.5], [1.0]]), dims=(1,), keepdim=keepdim, correction=2)
+        _parts_equal_the_op("logsumexp", rows[2], dims=(0,), keepdim=keepdim)        # (a 1-d input)
         for ord in (2.0, 3.0, float("inf"), 0.0):
             _parts_equal_the_op("vector_norm", rows[1:], dims=(1,), keepdim=keepdim, ord=ord)
             _parts_equal_the_op("vector_norm", np.zeros((2, 3)), dims=(1,), keepdim=keepdim, ord=ord)
