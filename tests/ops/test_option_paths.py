@@ -468,3 +468,28 @@ def test_kthvalue_and_median_shapes_of_0d_1d_and_single_row_inputs():
     v, i = torch.median(torch.tensor(2.5), 0)
     assert v.item() == 2.5 and i.item() == 0 and v.shape == ()
     assert torch.median(torch.zeros(0, dtype=torch.float64)).dtype is torch.float64
+
+
+def test_argmax_and_argmin_of_1d_and_0d_tensors_along_a_dim():
+    x = torch.tensor([1.0, 5.0, 2.0, 5.0])
+    assert x.argmax(0).item() == 1 and x.argmin(0).item() == 0 and x.argmax(0, keepdim=True).tolist() == [1]
+    for f in (torch.argmax, torch.argmin):
+        r = f(torch.tensor(2.5), 0)
+        assert r.shape == () and r.dtype is torch.int64 and r.item() == 0
+
+
+def test_max_and_min_of_0d_one_row_and_empty_tensors():
+    v, i = torch.tensor(2.5).max(0)
+    assert v.item() == 2.5 and v.shape == () and i.shape == () and i.dtype is torch.int64 and i.item() == 0
+    v, i = torch.tensor([[3.0, 1.0, 4.0, 1.0]]).max(1)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [4.0] and i.tolist() == [2]
+    v, i = torch.tensor([[3.0, 1.0, 4.0, 1.0]]).min(1)
+    assert tuple(v.shape) == tuple(i.shape) == (1,) and v.tolist() == [1.0] and i.tolist() == [1]
+    assert torch.ones(2, 3).max().shape == () and torch.ones(2, 3).min().shape == ()
+    e = torch.zeros(3, 0)
+    for name in ("max", "min"):
+        with pytest.raises(RuntimeError, match=rf"^{name}\(\): Expected reduction dim to be specified for "
+                                               r"input.numel\(\) == 0. Specify the reduction dim with the 'dim' argument.$"):
+            getattr(e, name)()
+        with pytest.raises(IndexError, match=rf"^{name}\(\): Expected reduction dim 1 to have non-zero size.$"):
+            getattr(e, name)(1)

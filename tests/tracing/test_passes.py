@@ -413,3 +413,43 @@ def test_decompose_lowers_to_the_parts_with_none_inputs_and_constants_and_keeps_
     assert h.input_names == g.input_names == ["arg0", "arg1", "arg2"]
     for a, b in zip(run(h, args), run(g, args)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+
+def _parts_equal_the_op(name, a, **attrs):
+    from tracejit.ops.registry import call
+    x = torch.tensor(a)
+    got, want = OPS[name].decompose(x, **attrs), call(name, x, **attrs)
+    assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), (name, attrs)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6 if a.dtype == np.float32 else 1e-12,
+                               atol=1e-6 if a.dtype == np.float32 else 1e-12, equal_nan=True, err_msg=str((name, attrs)))
+
+
+def test_reduction_decompositions_compute_what_the_op_computes():
+    # var, std, logsumexp and vector_norm written with other ops (what a backend without their kernels runs, the
+    # CUDA one): every dims/keepdim/correction/order, infinite, NaN and empty rows, 0-d inputs, float32 and 64
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4, 5))
+    a[0, 1, 2] = 0.0
+    for x in (a, a.astype(np.float32)):
+        for dims in ((1,), (0, 2), (0, 1, 2)):
+            for keepdim in (False, True):
+                for corr in (0, 1, 2):
+                    _parts_equal_the_op("var", x, dims=dims, keepdim=keepdim, correction=corr)
+                    _parts_equal_the_op("std", x, dims=dims, keepdim=keepdim, correction=corr)
+                _parts_equal_the_op("logsumexp", x, dims=dims, keepdim=keepdim)
+                for ord in (2.0, 1.0, 3.0, 0.5, float("inf"), float("-inf"), 0.0):
+                    _parts_equal_the_op("vector_norm", x, dims=dims, keepdim=keepdim, ord=ord)
+    rows = np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0], [0.5, -1.0, 3.0], [np.nan, 0.0, 1.0]])
+    for keepdim in (False, True):
+        _parts_equal_the_op("logsumexp", rows, dims=(1,), keepdim=keepdim)
+        _parts_equal_the_op("logsumexp", np.zeros((2, 0)), dims=(1,), keepdim=keepdim)
+        _parts_equal_the_op("var", np.array([[2.5], [1.0]]), dims=(1,), keepdim=keepdim, correction=1)
+        _parts_equal_the_op("var", np.array([[2.5], [1.0]]), dims=(1,), keepdim=keepdim, correction=2)
+        _parts_equal_the_op("logsumexp", rows[2], dims=(0,), keepdim=keepdim)        # (a 1-d input)
+        for ord in (2.0, 3.0, float("inf"), 0.0):
+            _parts_equal_the_op("vector_norm", rows[1:], dims=(1,), keepdim=keepdim, ord=ord)
+            _parts_equal_the_op("vector_norm", np.zeros((2, 3)), dims=(1,), keepdim=keepdim, ord=ord)
+    _parts_equal_the_op("logsumexp", np.array(2.5), dims=(), keepdim=False)
+    _parts_equal_the_op("vector_norm", np.array(-2.5), dims=(), keepdim=False, ord=2.0)
+    _parts_equal_the_op("var", np.array(2.5), dims=(), keepdim=False, correction=0)
