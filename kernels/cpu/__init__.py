@@ -263,3 +263,5 @@ _short_omp_spin()
 _prefer_512_bit_vectors()
 _numba_without_scipy_linalg()
 _recovering_numba_cache()
+from .blas import short_spin  # noqa: E402  (after the settings above: it builds numba intrinsics)
+short_spin()                  # numpy's OpenBLAS threads: as _short_omp_spin for numba's

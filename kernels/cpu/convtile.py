@@ -18,6 +18,8 @@ Used where `direct` holds (float32, one group, stride 1 along the width, the out
 divisor of NR); else conv.py's products. Vector width 8 floats (256 bits) on every CPU: LLVM lowers it to two
 SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA.
 """
+import types as types_
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -314,7 +316,13 @@ def _kernel(name, macs):
     if numba.get_num_threads() == 1 or macs < PAR_MIN:
         return _SEQ[name]
     if name not in _PAR:
-        _PAR[name] = numba.njit(cache=True, nogil=True, parallel=True)(_SEQ[name].py_func)
+        # a copy of the function under another name: numba's disk cache keys a function by its qualified name
+        # and signature, not its options, so the same function compiled with parallel=True loaded the serial
+        # code from the cache (two threads ran as fast as one)
+        f = _SEQ[name].py_func
+        par = types_.FunctionType(f.__code__, f.__globals__, name + "_par", f.__defaults__, f.__closure__)
+        par.__qualname__ = f.__qualname__ + "_par"
+        _PAR[name] = numba.njit(cache=True, nogil=True, parallel=True)(par)
     return _PAR[name]
 
 

@@ -19,14 +19,18 @@ import llvmlite.binding as ll
 import tracejit.kernels.cpu
 from numba.core import config
 import os
+from tracejit.kernels.cpu.blas import _library
+lib = _library()
 print(json.dumps({"cpu": ll.get_host_cpu_name(), "avx512f": "+avx512f" in ll.get_host_cpu_features().flatten(),
-                  "features": config.CPU_FEATURES, "spin": os.environ.get("GOMP_SPINCOUNT")}))
+                  "features": config.CPU_FEATURES, "spin": os.environ.get("GOMP_SPINCOUNT"),
+                  "blas_timeout": lib.openblas_thread_timeout() if lib is not None else None}))
 """
 
 
 def probe(order="kernels first", **env):
     e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))}
+         if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+                              "OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT", "TRACEJIT_BLAS_SPIN"))}
     e.update(env)
     out = subprocess.run([sys.executable, "-c", PROBE, order], cwd=ROOT, env=e, capture_output=True, text=True,
                          check=True).stdout
@@ -78,6 +82,17 @@ def test_every_setting_on_any_host(monkeypatch):
         monkeypatch.setattr(config, "CPU_NAME", cpu)
         monkeypatch.setattr(config, "CPU_FEATURES", vector_features(feats, bits, cpu))
         assert vector_info() == {"llvm_cpu": cpu, "isa": isa, "vector_bits": width}, (cpu, bits)
+
+
+def test_openblas_workers_spin_briefly_unless_the_user_chose():
+    """numpy's OpenBLAS (loaded before tracejit's kernels) is told to let its threads sleep right after a product
+    (its timeout read again at run time), unless the user set a timeout or TRACEJIT_BLAS_SPIN=default."""
+    r = probe()
+    if r["blas_timeout"] is None:
+        pytest.skip("numpy's OpenBLAS not found")
+    assert r["blas_timeout"] == 4
+    assert probe(OPENBLAS_THREAD_TIMEOUT="12")["blas_timeout"] == 12
+    assert probe(TRACEJIT_BLAS_SPIN="default")["blas_timeout"] == 0
 
 
 def test_openmp_workers_spin_briefly_unless_the_user_chose():
