@@ -172,7 +172,7 @@ def _rows(add, unroll=0):
         """`_outer` over m rows: tiles of MR, then a tail of 4, 2, 1 (`add`, `unroll`: _outer's)."""
         r = 0
         while r + MR <= m:
-            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 6, add, unroll)
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, MR, add, unroll)
             r += MR
         if m - r >= 4:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_h, c, c0 + r * c_r, c_r, q, 4, add, unroll)
