@@ -2,7 +2,7 @@
 float64 references (numpy, no torch), for every row layout the kernels distinguish: output rows of 16 positions
 or a multiple (read in place, one image row per tile row), of 8 (two image rows), of 4, 2 and 1 (through
 panels), weight-gradient panels that cross images and a last partial one; kernels 3 wide (unrolled) and not;
-strides along the height, dilation, unequal padding, non-square kernels; output channel counts around the tiles'
+strides along the height and along the width (column planes), dilation, unequal padding, non-square kernels; output channel counts around the tiles'
 6 rows and 16 columns; one numba thread and two."""
 import numba
 import numpy as np
@@ -48,6 +48,10 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 3, 12, 20, 4, (3, 3), (1, 1), (2, 3), (2, 2)),       # dilation 2, rows of 20 -> not direct: reference
     (5, 3, 8, 8, 5, (3, 3), (1, 1), (1, 1), (1, 1)),         # 320 positions: the last wide panel is partial
     (1, 64, 4, 4, 64, (3, 3), (1, 1), (1, 1), (1, 1)),       # K = 576, 16 positions in all
+    (2, 3, 16, 16, 7, (3, 3), (2, 2), (1, 1), (1, 1)),       # stride 2: two column planes, rows of 8 in place
+    (2, 5, 8, 9, 9, (3, 3), (2, 2), (1, 1), (1, 1)),         # stride 2, odd width, rows of 4 through panels
+    (2, 3, 16, 32, 5, (2, 2), (2, 2), (0, 0), (1, 1)),       # stride 2, a 2-wide kernel: panels
+    (1, 2, 12, 48, 4, (3, 3), (1, 3), (1, 1), (1, 2)),       # stride 3, dilation 2: taps in planes 0, 2, 1
 ]
 
 
@@ -91,14 +95,14 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
 
 
 def test_which_convolutions_run_direct():
-    """float32, one group, stride 1 along the width, more than one tap, rows that tile by 16; the input gradient
-    also needs stride 1 and a padding below the kernel's reach (g padded, never cropped)."""
+    """float32, one group, more than one tap, rows that tile by 16, any strides; the input gradient also needs
+    stride 1 and a padding below the kernel's reach (g padded, never cropped)."""
     d = convtile.direct
     assert d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
     assert d(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 16))
     assert not d(np.float64, 1, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
     assert not d(np.float32, 2, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
-    assert not d(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (16, 8))
+    assert d(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (16, 8))
     assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (3, 12))       # 36 positions
     assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (4, 12))       # rows of 12
     assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (0, 16))
@@ -107,12 +111,14 @@ def test_which_convolutions_run_direct():
     di = convtile.direct_input_grad
     assert di(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (8, 8))
     assert not di(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 8))
+    assert not di(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (8, 8))
     assert not di(np.float32, 1, (1, 1), (3, 1), (1, 1), (3, 3), (8, 8))       # padding 3 > reach 2 of a 3x3
 
 
 def test_traced_resnet_layer_convolves_in_place():
     """A float32 3x3 'same' convolution of a traced training step needs no columns: no conv_columns node (the
-    BLAS path's shared im2col) is left in the compiled graph, and its numbers equal eager's."""
+    BLAS path's shared im2col) is left in the compiled graph; the forward and the weight gradient read one
+    padded copy of x (conv_planes); its numbers equal eager's."""
     rng = np.random.default_rng(0)
     x = tj.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
@@ -130,8 +136,10 @@ def test_traced_resnet_layer_convolves_in_place():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
     graph = traced.graph(x, tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
-    names = {n.op.name for n in graph.nodes}
-    assert "conv_columns" not in names and "conv2d" in names and "conv2d_backward_weight" in names
+    names = [n.op.name for n in graph.nodes]
+    assert "conv_columns" not in names and names.count("conv_planes") == 1, names
+    assert "conv2d_from_planes" in names and "conv2d_weight_grad_from_planes" in names, names
+    assert "conv2d" not in names and "conv2d_backward_weight" not in names, names
 
 
 def test_an_empty_batch_convolves_to_empty_and_zero_gradients():

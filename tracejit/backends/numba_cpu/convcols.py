@@ -1,17 +1,18 @@
-"""A convolution's input columns, copied once: `conv2d(x, w)` and `conv2d_backward_weight(x, g)` of a traced
-training step both begin by copying x into the (C*kh*kw, N, OH, OW) column matrix of kernels/cpu/conv.py (im2col);
-this lowering makes the copy one `conv_columns` node that both products read (except for the convolutions
-kernels/cpu/convtile.py computes in place, without columns). In the CNN bench's second
-convolution (64x16x8x8 input, 3x3) the copy is 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25.
+"""A convolution's input, copied once: `conv2d(x, w)` and `conv2d_backward_weight(x, g)` of a traced training step
+both begin by copying x, into the (C*kh*kw, N, OH, OW) column matrix of kernels/cpu/conv.py (im2col) or, for the
+convolutions kernels/cpu/convtile.py computes in place, into its zero-padded column planes; this lowering makes
+the copy one `conv_columns` (`conv_planes`) node that both read. In the CNN bench's second convolution (64x16x8x8
+input, 3x3) the columns are 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25; the planes of the
+ResNet bench's 64x16x16x16 input 0.13 ms (0.24 at stride 2) of the direct forward's 1.1 and weight gradient's 1.4.
 A backend lowering after autodiff (the new nodes have no derivative), like gemm.py; the interpreter backend keeps
-the plain ops as the reference. The shared columns live from the forward to the weight gradient, kh*kw times the
-input's size: a graph shares at most BUDGET bytes of them (first come first served), the others are copied twice
-as before.
+the plain ops as the reference. The shared copies live from the forward to the weight gradient (columns kh*kw
+times the input's size): a graph shares at most BUDGET bytes of them (first come first served), the others are
+copied twice as before.
 """
 import numpy as np
 
 from tracejit.kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
-from tracejit.kernels.cpu.convtile import direct
+from tracejit.kernels.cpu.convtile import direct, forward_from_planes, planes, weight_grad_from_planes
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter
@@ -41,9 +42,26 @@ WEIGHT_GRAD_FROM_COLUMNS = Op("conv2d_weight_grad_from_columns", weight_grad_fro
                               kind="other", saves="")
 
 
+def _planes_meta(x, stride, padding):
+    N, C, H, W = x.shape
+    S = stride[1]
+    return AVal((N, C, S, H + 2 * padding[0], -(-(W + 2 * padding[1]) // S)), x.dtype)
+
+
+CONV_PLANES = Op("conv_planes", planes, _planes_meta, None, kind="other", saves="")
+CONV_FROM_PLANES = Op("conv2d_from_planes", lambda xp, w, b=None, stride=None, dilation=None, out_size=None:
+                      forward_from_planes(xp, w, b, stride, dilation, out_size),
+                      lambda xp, w, b=None, stride=None, dilation=None, out_size=None:
+                      AVal((xp.shape[0], w.shape[0]) + tuple(out_size), xp.dtype), None, kind="other", saves="")
+WEIGHT_GRAD_FROM_PLANES = Op("conv2d_weight_grad_from_planes", weight_grad_from_planes,
+                             lambda xp, g, weight_shape, stride, dilation: AVal(weight_shape, xp.dtype), None,
+                             kind="other", saves="")
+
+
 def shared_columns(g):
     """conv2d / conv2d_backward_weight nodes of one float32/64 input and geometry, two or more -> one
-    conv_columns node and conv2d_from_columns / conv2d_weight_grad_from_columns nodes reading it."""
+    conv_columns node and conv2d_from_columns / conv2d_weight_grad_from_columns nodes reading it (conv_planes,
+    conv2d_from_planes, conv2d_weight_grad_from_planes for convtile's direct convolutions)."""
     def key(n):
         if n.op.name != "conv2d" and n.op.name != "conv2d_backward_weight":
             return None
@@ -55,9 +73,31 @@ def shared_columns(g):
         kh, kw = (y.shape if n.op.name == "conv2d" else n.attrs["weight_shape"])[2:]
         a = n.attrs
         k = id(x), kh, kw, tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
-        if direct(x.dtype.np, a["groups"], *k[3:], (kh, kw), _cols_meta(x, *k[1:]).shape[2:]):
-            return None                      # convolved in place, no columns (kernels/cpu/convtile.py)
-        return k
+        return k + (direct(x.dtype.np, a["groups"], *k[3:], (kh, kw), _cols_meta(x, *k[1:]).shape[2:]),)
+
+    def shared(x, k):
+        """The shared copy's node: planes for a direct convolution, columns for the others."""
+        if k[6]:
+            attrs = dict(stride=k[3], padding=k[4])
+            return r.g.add_node(CONV_PLANES, [r.get(x)], attrs, [_planes_meta(x, **attrs)])
+        attrs = dict(kh=k[1], kw=k[2], stride=k[3], padding=k[4], dilation=k[5])
+        return r.g.add_node(CONV_COLUMNS, [r.get(x)], attrs, [_cols_meta(x, **attrs)])
+
+    def reader(n, c, k):
+        o = n.outputs[0]
+        if n.op.name == "conv2d" and k[6]:
+            return r.g.add_node(CONV_FROM_PLANES, [c] + [r.get(v) for v in n.inputs[1:]],
+                                dict(stride=k[3], dilation=k[5], out_size=tuple(o.shape[2:])), [AVal(o.shape, o.dtype)])
+        if n.op.name == "conv2d":
+            return r.g.add_node(CONV_FROM_COLUMNS, [c] + [r.get(v) for v in n.inputs[1:]],
+                                {"groups": n.attrs["groups"]}, [AVal(o.shape, o.dtype)])
+        if k[6]:
+            return r.g.add_node(WEIGHT_GRAD_FROM_PLANES, [c, r.get(n.inputs[1])],
+                                dict(weight_shape=tuple(n.attrs["weight_shape"]), stride=k[3], dilation=k[5]),
+                                [AVal(o.shape, o.dtype)])
+        return r.g.add_node(WEIGHT_GRAD_FROM_COLUMNS, [c, r.get(n.inputs[1])],
+                            {"weight_shape": tuple(n.attrs["weight_shape"]), "groups": n.attrs["groups"]},
+                            [AVal(o.shape, o.dtype)])
 
     count, first = {}, {}
     for n in g.nodes:
@@ -68,7 +108,8 @@ def shared_columns(g):
     left = BUDGET
     for k, n in first.items():
         if count[k] > 1:
-            size = int(np.prod(_cols_meta(n.inputs[0], *k[1:]).shape)) * n.inputs[0].dtype.np.itemsize
+            meta = _planes_meta(n.inputs[0], k[3], k[4]) if k[6] else _cols_meta(n.inputs[0], *k[1:6])
+            size = int(np.prod(meta.shape)) * n.inputs[0].dtype.np.itemsize
             if size > left:
                 count[k] = 1                 # copied twice: too big to keep
             else:
@@ -83,16 +124,6 @@ def shared_columns(g):
             r.copy(n)
             continue
         if k not in cols:
-            x = n.inputs[0]
-            attrs = dict(kh=k[1], kw=k[2], stride=k[3], padding=k[4], dilation=k[5])
-            (cols[k],) = r.g.add_node(CONV_COLUMNS, [r.get(x)], attrs, [_cols_meta(x, **attrs)])
-        c, o = cols[k], n.outputs[0]
-        if n.op.name == "conv2d":
-            new = r.g.add_node(CONV_FROM_COLUMNS, [c] + [r.get(v) for v in n.inputs[1:]],
-                               {"groups": n.attrs["groups"]}, [AVal(o.shape, o.dtype)])
-        else:
-            new = r.g.add_node(WEIGHT_GRAD_FROM_COLUMNS, [c, r.get(n.inputs[1])],
-                               {"weight_shape": tuple(n.attrs["weight_shape"]), "groups": n.attrs["groups"]},
-                               [AVal(o.shape, o.dtype)])
-        r.alias(o, new[0])
+            (cols[k],) = shared(n.inputs[0], k)
+        r.alias(n.outputs[0], reader(n, cols[k], k)[0])
     return r.finish()
