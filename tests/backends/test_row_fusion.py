@@ -164,6 +164,28 @@ def test_batch_norm_statistics_and_their_backward_are_row_kernels():
     assert len(stats) == 1 and {"mean", "var"} <= {b.op.name for b in stats[0].attrs["body"].nodes}
 
 
+def test_batch_norm_backward_sums_each_segment_from_a_scratch_row_of_one_segment():
+    """Rows of L segments (batch norm's: the batch before the channel): a scratch row only summed holds one
+    segment of T and is summed after each (it stays in L1); the variance's stays whole (its second pass needs the
+    mean first). Both agree with eager."""
+    bn = tracejit.nn.BatchNorm2d(3)
+    x = tracejit.randn(5, 3, 4, 6, requires_grad=True)
+
+    def step(x):
+        y = bn(x)
+        (y * y).sum().backward()
+        return y, x.grad
+
+    tf = tracejit.trace(step, backend="numba")
+    for a, b in zip(tf(x), step(x)):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-4)
+    kernels = [ks for c in (tf.graph(x).entry.fwd_fn,) for _, ks, _ in c.kernels if ks.mode == "rows"]
+    sums = [ks for ks in kernels if "rsumsq(" not in ks.code]
+    assert sums and all(n == 24 for ks in sums for _, n in ks.scratch) and all("+= rsum(" in ks.code for ks in sums)
+    (stats,) = [ks for ks in kernels if "rsumsq(" in ks.code]
+    assert sorted(n for _, n in stats.scratch) == [24, 5 * 24]
+
+
 def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():
     from tracejit.passes import fusion
     x = tracejit.randn(2, fusion.ROW_MAX + 5)
