@@ -7,7 +7,7 @@ multiplies: rows r < MR of C[r, :NR] (+)= sum over t of A[t, r] * B[t, :NR], NR 
 vectors, MR x 2 accumulators in registers, one broadcast of A and two vector loads of B per step (70-80 GFLOP/s
 on the same core when B sits in L1). B is a *panel*: the columns of NR consecutive output positions of one image
 (K = C*kh*kw rows of NR), built in a small buffer from the zero-padded input just before use (`_panel`: runs of
-contiguous input). A convolution strided along the width reads its input as column planes (`_planes`: plane p
+contiguous input). A convolution strided along the width reads its input as column planes (`planes`: plane p
 holds the padded columns p, p + S, ...), so that each kernel column is again a contiguous run of one plane.
 
 - forward: C = out[n, o-block, panel], A = the weights (O, K);
@@ -115,8 +115,8 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
     1: add to it) and `unroll` literals; B's row is two 8-float vectors, the second b_h floats after the first.
     unroll > 0: the last level has that many steps, unrolled (a 3x3 kernel's three columns: the forward of the
     ResNet bench's 16-channel layer 1.50 -> 0.97 ms, one thread, AMD EPYC znver3; a loop of three steps
-    mispredicts its exit), step j's B at the offset b_j[j] instead of j*b_s[2] (the column planes of a strided
-    convolution, see `_planes`)."""
+    mispredicts its exit), step j's B at the offset b_j[j] (the column planes of a strided convolution, see
+    `planes`) or, b_j None, j*b_s[2] (three offsets held in registers slowed a stride-1 forward by ~8%)."""
     rows, adds, unrolled = _literal(mr), _literal(add), _literal(unroll)
     if rows is None or adds is None or unrolled is None or not 1 <= rows <= 8 or \
             not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (a, b, c)):
@@ -129,7 +129,8 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
         ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
         levels = lambda tup: [ints(builder.extract_value(tup, d)) for d in range(3)]   # noqa: E731
         a_s, b_s, q = levels(a_s), levels(b_s), levels(q)
-        b_j = [ints(builder.extract_value(b_j, j)) for j in range(unrolled)]
+        b_j = None if isinstance(sig.args[7], types.NoneType) else \
+            [ints(builder.extract_value(b_j, j)) for j in range(unrolled)]
         a_r, b_h, c_r = ints(a_r), ints(b_h), ints(c_r)
         av, bv, cv = [builder.gep(context.make_array(sig.args[k])(context, builder, arr).data, [ints(o)])
                       for k, arr, o in ((0, A, a0), (4, B, b0), (9, C, c0))]
@@ -154,7 +155,8 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
             if d == 2 and unrolled:
                 for j in range(unrolled):
                     acc = step(builder.gep(ap, [builder.mul(ir.Constant(i64, j), a_s[2])]),
-                               builder.gep(bp, [b_j[j]]), acc)
+                               builder.gep(bp, [builder.mul(ir.Constant(i64, j), b_s[2]) if b_j is None else b_j[j]]),
+                               acc)
                 return acc
             return _counted_loop(builder, q[d], acc, lambda t, acc: level(
                 d + 1, builder.gep(ap, [builder.mul(t, a_s[d])]), builder.gep(bp, [builder.mul(t, b_s[d])]), acc))
@@ -191,39 +193,33 @@ _outer_rows, _outer_rows_add, _outer_rows3 = _rows(0), _rows(1), _rows(0, 3)
 
 
 @intrinsic(prefer_literal=True)
-def _move(typingctx, dst, d0, src, s0, n, step):
-    """dst[d0 : d0+n] = src[s0 : s0 + n*step : step] as one vector load (of the (n-1)*step + 1 floats spanned,
-    no further), a shuffle where step > 1, and one store; n and step literals (float32 arrays, unchecked)."""
-    width, every = _literal(n), _literal(step)
-    if width is None or every is None or \
-            not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+def _move(typingctx, dst, d0, src, s0, n):
+    """dst[d0 : d0+n] = src[s0 : s0+n] as one vector load and store; n a literal (float32 arrays, unchecked)."""
+    width = _literal(n)
+    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
         return None
-    sig = types.void(dst, d0, src, s0, n, step)
+    sig = types.void(dst, d0, src, s0, n)
 
     def codegen(context, builder, sig, args):
         f32, _, i64 = _ir_types()
-        span = (width - 1) * every + 1
+        vt = ir.VectorType(f32, width).as_pointer()
         d, s = [builder.gep(context.make_array(sig.args[k])(context, builder, args[k]).data,
                             [builder.sext(args[k + 1], i64) if args[k + 1].type.width < 64 else args[k + 1]])
                 for k in (0, 2)]
-        v = builder.load(builder.bitcast(s, ir.VectorType(f32, span).as_pointer()), align=4)
-        if every > 1:
-            v = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(0, span, every))))
-        builder.store(v, builder.bitcast(d, ir.VectorType(f32, width).as_pointer()), align=4)
+        builder.store(builder.load(builder.bitcast(s, vt), align=4), builder.bitcast(d, vt), align=4)
         return context.get_dummy_value()
     return sig, codegen
 
 
 def _tap(j, dw, S, plane):
-    """Where kernel column j reads in the column planes of `_planes` (S of them, plane floats apart)."""
+    """Where kernel column j reads in the column planes of `planes` (S of them, plane floats apart)."""
     return (j * dw) % S * plane + (j * dw) // S
 
 
-def _panel(xp, g0, width, P, kh, kw, sh, dh, dw, OW, runs, panel):
+def _panel(xp, g0, width, P, kh, kw, sh, dh, taps, OW, runs, panel):
     """panel[k*width + t] = the column row k = (c, i, j) of output position g0 + t (counted over the whole batch,
     P positions an image), read from the padded input's column planes xp (N, C, S, Hp, Wq) in runs of
-    L = min(OW, NR) contiguous floats (`runs`: their offsets)."""
+    L = min(OW, NR) contiguous floats (`runs`: their offsets; `taps`: kernel column j's offset, `_tap`)."""
     C, S, Hp, Wq = xp.shape[1], xp.shape[2], xp.shape[3], xp.shape[4]
     src = xp.reshape(-1)
     L = OW if OW < NR else NR
@@ -234,56 +230,22 @@ def _panel(xp, g0, width, P, kh, kw, sh, dh, dw, OW, runs, panel):
     for c in range(C):
         for i in range(kh):
             for j in range(kw):
-                base = (c * S * Hp + i * dh) * Wq + _tap(j, dw, S, Hp * Wq)
+                base = (c * S * Hp + i * dh) * Wq + taps[j]
                 d = k * width
                 if L == NR:
                     for q in range(width // NR):
-                        _move(panel, d + q * NR, src, base + runs[q], 16, 1)
+                        _move(panel, d + q * NR, src, base + runs[q], 16)
                 elif L == 8:
                     for q in range(width // 8):
-                        _move(panel, d + q * 8, src, base + runs[q], 8, 1)
+                        _move(panel, d + q * 8, src, base + runs[q], 8)
                 elif L == 4:
                     for q in range(width // 4):
-                        _move(panel, d + q * 4, src, base + runs[q], 4, 1)
+                        _move(panel, d + q * 4, src, base + runs[q], 4)
                 else:
                     for q in range(width // L):
                         for t in range(L):
                             panel[d + q * L + t] = src[base + runs[q] + t]
                 k += 1
-
-
-def _fill(x, ph, pw, out):
-    """out (N, C, S, Hp, Wq) = x zero-padded, as the column planes of `_planes`: each image's planes zeroed, then
-    its rows copied in vector moves (plane p of row h: x[n, c, h, w0::S], w0 the first column landing there)."""
-    N, C, H, W = x.shape
-    S, Hp, Wq = out.shape[2], out.shape[3], out.shape[4]
-    src, dst = x.reshape(-1), out.reshape(-1)
-    for m in prange(N * C):
-        block = S * Hp * Wq
-        for t in range(block):
-            dst[m * block + t] = 0
-        for p in range(S):
-            w0 = (p - pw) % S
-            cols = (W - w0 + S - 1) // S if W > w0 else 0
-            for h in range(H):
-                d, s = m * block + (p * Hp + ph + h) * Wq + (w0 + pw) // S, (m * H + h) * W + w0
-                k = 0
-                if S == 1:
-                    while k + 16 <= cols:
-                        _move(dst, d + k, src, s + k, 16, 1)
-                        k += 16
-                    while k + 4 <= cols:
-                        _move(dst, d + k, src, s + k, 4, 1)
-                        k += 4
-                elif S == 2:
-                    while k + 8 <= cols:
-                        _move(dst, d + k, src, s + 2 * k, 8, 2)
-                        k += 8
-                    while k + 4 <= cols:
-                        _move(dst, d + k, src, s + 2 * k, 4, 2)
-                        k += 4
-                for q in range(k, cols):
-                    dst[d + q] = src[s + S * q]
 
 
 def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
@@ -296,7 +258,8 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
     o = out.reshape(N, O, P)
     src = xp.reshape(-1)
     wsteps, bsteps = (kh * kw, kw, 1), (S * Hp * Wq, dh * Wq, dw)
-    taps = (_tap(0, dw, S, Hp * Wq), _tap(1, dw, S, Hp * Wq), _tap(2, dw, S, Hp * Wq))
+    taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(max(kw, 3))])
+    taps3 = (taps[0], taps[1], taps[2])
     inplace = (OW % NR == 0 or OW == 8) and (S == 1 or kw == 3)
     for n in prange(N):
         panel = np.empty(K * NR, np.float32)
@@ -304,15 +267,18 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
         for pb in range(P // NR):
             if inplace:
                 b0, half = (n * C * S * Hp + pb * NR // OW * sh) * Wq + pb * NR % OW, 8 if OW != 8 else sh * Wq
-                if kw == 3:
-                    _outer_rows3(w, 0, wsteps, K, src, b0, bsteps, taps, half, o, n * O * P + pb * NR, P,
+                if kw == 3 and S > 1:
+                    _outer_rows3(w, 0, wsteps, K, src, b0, bsteps, taps3, half, o, n * O * P + pb * NR, P,
+                                 (C, kh, kw), O)
+                elif kw == 3:
+                    _outer_rows3(w, 0, wsteps, K, src, b0, bsteps, None, half, o, n * O * P + pb * NR, P,
                                  (C, kh, kw), O)
                 else:
-                    _outer_rows(w, 0, wsteps, K, src, b0, bsteps, taps, half, o, n * O * P + pb * NR, P,
+                    _outer_rows(w, 0, wsteps, K, src, b0, bsteps, None, half, o, n * O * P + pb * NR, P,
                                 (C, kh, kw), O)
             else:
-                _panel(xp, n * P + pb * NR, NR, P, kh, kw, sh, dh, dw, OW, runs, panel)
-                _outer_rows(w, 0, (0, 0, 1), K, panel, 0, (0, 0, NR), taps, 8, o, n * O * P + pb * NR, P,
+                _panel(xp, n * P + pb * NR, NR, P, kh, kw, sh, dh, taps, OW, runs, panel)
+                _outer_rows(w, 0, (0, 0, 1), K, panel, 0, (0, 0, NR), None, 8, o, n * O * P + pb * NR, P,
                             (1, 1, K), O)
         if bias.size:
             for c in range(O):
@@ -329,6 +295,8 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
     P, K = OH * OW, out.shape[1]
     npan = (N * P + WIDE - 1) // WIDE
     O16 = (O + NR - 1) // NR * NR
+    S, Hp, Wq = xp.shape[2], xp.shape[3], xp.shape[4]
+    taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(kw)])
     gt = np.zeros((N * P, O16), np.float32)
     gf = g.reshape(N, O, P)
     for n in prange(N):
@@ -342,9 +310,9 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
         runs = np.empty(WIDE, np.int64)
         for i in range(part, npan, parts):
             width = min(WIDE, N * P - i * WIDE)
-            _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, dw, OW, runs, panel)
+            _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, taps, OW, runs, panel)
             for j in range(0, O16, NR):
-                _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), (0, 0, 0), 8, acc,
+                _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), None, 8, acc,
                                 part * K * O16 + j, O16, (1, 1, width), K)
     for c in range(O):
         for k in range(K):
@@ -355,7 +323,7 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
 
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
-_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad)}
+_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _forward, _weight_grad)}
 _panel = _SEQ["_panel"]
 _PAR = {}
 
@@ -382,13 +350,16 @@ def _kernel(name, macs):
 def planes(x, stride, padding):
     """The zero-padded input as S = stride[1] column planes (N, C, S, Hp, Wq): plane p holds the padded columns
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
-    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). One pass of `_fill`, with
-    two threads from 256k elements (numpy's strided copies were as fast on one thread: both are bound by the
-    caches' bandwidth, ~0.13 ms for a 64x16x16x16 input)."""
+    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). numpy's copies: ~0.13 ms for
+    a 64x16x16x16 input (0.22 at S = 2), as fast as a numba kernel of vector moves, both bound by the rows' count
+    and the caches (AMD EPYC znver3)."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
-    xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
-    _kernel("_fill", x.size * (PAR_MIN >> 18))(np.ascontiguousarray(x, np.float32), ph, pw, xp)
+    xp = np.zeros((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
+    for p in range(S):
+        w0 = (p - pw) % S                  # the first input column of plane p, at column (w0 + pw) // S there
+        q0 = (w0 + pw) // S
+        xp[:, :, p, ph:ph + H, q0:q0 + len(range(w0, W, S))] = x[:, :, :, w0::S]
     return xp
 
 
