@@ -147,16 +147,19 @@ def test_large_rows_use_the_parallel_variant_and_agree():
     np.testing.assert_allclose(tracejit.trace(f)(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_batch_norm_statistics_and_their_backward_are_row_kernels():
-    bn = tracejit.nn.BatchNorm2d(4)
-    x = tracejit.randn(8, 4, 5, 6, requires_grad=True)
+def _bn_step(channels):
+    bn = tracejit.nn.BatchNorm2d(channels)
 
     def step(x):
         y = bn(x)
         (y * y).sum().backward()
         return y, x.grad
+    return step
 
-    g = traced_equals_eager(step, x, [(1e-5, 1e-5), (1e-4, 1e-4)])
+
+def test_batch_norm_statistics_and_their_backward_are_row_kernels():
+    x = tracejit.randn(8, 4, 5, 6, requires_grad=True)
+    g = traced_equals_eager(_bn_step(4), x, [(1e-5, 1e-5), (1e-4, 1e-4)])
     assert sum(n.attrs.get("rows") == ((8,), (4,), (5, 6)) for n in fused_nodes(g)) >= 2
     assert not [n for n in g.nodes if n.op.name in ("mean", "var", "sum")], [n.op.name for n in g.nodes]
     # the batch's mean and variance of x (siblings: neither reads the other) are one row kernel, one pass over x
@@ -168,14 +171,8 @@ def test_batch_norm_backward_sums_each_segment_from_a_scratch_row_of_one_segment
     """Rows of L segments (batch norm's: the batch before the channel): a scratch row only summed holds one
     segment of T and is summed after each (it stays in L1); the variance's stays whole (its second pass needs the
     mean first). Both agree with eager."""
-    bn = tracejit.nn.BatchNorm2d(3)
     x = tracejit.randn(5, 3, 4, 6, requires_grad=True)
-
-    def step(x):
-        y = bn(x)
-        (y * y).sum().backward()
-        return y, x.grad
-
+    step = _bn_step(3)
     tf = tracejit.trace(step, backend="numba")
     for a, b in zip(tf(x), step(x)):
         np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-4)
