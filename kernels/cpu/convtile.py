@@ -250,6 +250,33 @@ def _panel(xp, g0, width, P, kh, kw, sh, dh, taps, OW, runs, panel):
                 k += 1
 
 
+def _fill(x, ph, pw, out):
+    """out (N, C, S, Hp, Wq) = x zero-padded as column planes (`planes`), one image's planes a task: zeroed, then
+    each row copied (vector moves where S is 1)."""
+    N, C, H, W = x.shape
+    S, Hp, Wq = out.shape[2], out.shape[3], out.shape[4]
+    src, dst = x.reshape(-1), out.reshape(-1)
+    block = S * Hp * Wq
+    for m in prange(N * C):
+        for t in range(block):
+            dst[m * block + t] = 0
+        for p in range(S):
+            w0 = (p - pw) % S
+            cols = (W - w0 + S - 1) // S if W > w0 else 0
+            for h in range(H):
+                d, s = m * block + (p * Hp + ph + h) * Wq + (w0 + pw) // S, (m * H + h) * W + w0
+                k = 0
+                if S == 1:
+                    while k + 16 <= cols:
+                        _move(dst, d + k, src, s + k, 16)
+                        k += 16
+                    while k + 4 <= cols:
+                        _move(dst, d + k, src, s + k, 4)
+                        k += 4
+                for q in range(k, cols):
+                    dst[d + q] = src[s + S * q]
+
+
 def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
     """out (N, O, OH, OW) = the convolution of the padded input's column planes xp with w (O, K), plus bias
     (size 0: none). Output rows of 16 or 8 positions are read in place from xp (one or two image rows per tile
@@ -349,12 +376,13 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
 
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
-_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _forward, _weight_grad)}
+_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad)}
 _panel = _SEQ["_panel"]
 _PAR = {}
 
 
 PAR_MIN = 1 << 22     # multiply-adds from which a convolution runs its prange variant (when numba has threads)
+FILL_WORK = 16        # `planes` copies with threads from PAR_MIN / FILL_WORK elements (256k) up
 
 
 def _kernel(name, macs):
@@ -376,12 +404,17 @@ def _kernel(name, macs):
 def planes(x, stride, padding):
     """The zero-padded input as S = stride[1] column planes (N, C, S, Hp, Wq): plane p holds the padded columns
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
-    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). numpy's copies: ~0.13 ms for
-    a 64x16x16x16 input (0.22 at S = 2), as fast as a numba kernel of vector moves, both bound by the rows' count
-    and the caches (AMD EPYC znver3)."""
+    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). numpy's copies on one thread
+    (~0.13 ms for a 64x16x16x16 input, 0.22 at S = 2: as fast as `_fill`, both bound by the caches, AMD EPYC
+    znver3), `_fill`'s prange variant where numba has threads and the input is large enough (`_kernel`)."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
-    xp = np.zeros((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
+    shape = (N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S))
+    if numba.get_num_threads() > 1 and x.size * FILL_WORK >= PAR_MIN:
+        xp = np.empty(shape, np.float32)
+        _kernel("_fill", PAR_MIN)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
+        return xp
+    xp = np.zeros(shape, np.float32)
     for p in range(S):
         w0 = (p - pw) % S                  # the first input column of plane p, at column (w0 + pw) // S there
         q0 = (w0 + pw) // S

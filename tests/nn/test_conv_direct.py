@@ -94,6 +94,19 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
                                rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("shape,S,pad", [((2, 3, 5, 16), 1, (1, 1)), ((2, 3, 5, 13), 1, (2, 0)), ((2, 2, 4, 9), 2, (1, 1)),
+                                         ((1, 2, 3, 10), 3, (0, 2))])
+def test_column_planes_hold_the_padded_columns_by_residue(shape, S, pad, threads):
+    """planes(x)[n, c, p, h, q] = the zero-padded x at column S*q + p (numpy's copies on one thread, the `_fill`
+    kernel's threads on two)."""
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32) + 1
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    Wq = -(-xp.shape[3] // S)
+    xp = np.pad(xp, ((0, 0), (0, 0), (0, 0), (0, Wq * S - xp.shape[3])))
+    want = xp.reshape(xp.shape[:3] + (Wq, S)).transpose(0, 1, 4, 2, 3)
+    np.testing.assert_array_equal(convtile.planes(x, (1, S), pad), want)
+
+
 def test_which_convolutions_run_direct():
     """float32, one group, more than one tap, rows that tile by 16, any strides; the input gradient also needs
     stride 1 and a padding below the kernel's reach (g padded, never cropped)."""
