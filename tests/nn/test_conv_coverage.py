@@ -23,6 +23,8 @@ CONV2D = [
     ((2, 4, 6, 6), (4, 1, 3, 3), dict(groups=4, padding=1)),                   # depthwise
     ((2, 3, 5, 5), (5, 3, 1, 1), dict(stride=2)),                              # strided 1x1 (ResNet downsample)
     ((3, 6, 6), (2, 3, 3, 3), dict(padding=1)),                                # unbatched
+    ((2, 3, 16, 16), (5, 3, 3, 3), dict(stride=2, padding=1)),     # direct: two column planes, rows of 8 in place
+    ((2, 8, 8, 8), (7, 8, 3, 3), dict(padding=1)),                 # direct: weight gradient in place (>= 6 channels)
 ]
 
 
