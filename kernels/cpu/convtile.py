@@ -111,7 +111,7 @@ def _literal(t):
 def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, add, unroll):
     """C[c0 + r*c_r : +NR] (+)= sum over t of A[a0 + t.a_s + r*a_r] * B[b0 + t.b_s : +8, and b_h beyond : +8] for
     r < mr, t running over the three-level index range q (a_s, b_s: the strides per level): a reduction over
-    (channel, kernel row, kernel column) read in place from a padded image. a, b, c are float32 arrays read and
+    (channel, kernel row, kernel column), or the weight gradient's (image, row, column), read in place. a, b, c are float32 arrays read and
     written through their data pointers (offsets and strides in floats, unchecked); `mr`, `add` (0: set C,
     1: add to it) and `unroll` literals; B's row is two 8-float vectors, the second b_h floats after the first.
     unroll > 0: the last level has that many steps, unrolled (a 3x3 kernel's three columns: the forward of the
