@@ -250,31 +250,69 @@ def _panel(xp, g0, width, P, kh, kw, sh, dh, taps, OW, runs, panel):
                 k += 1
 
 
+@intrinsic(prefer_literal=True)
+def _split2(typingctx, dst, d0, d1, src, s0, n):
+    """dst[d0 : d0+n] = src[s0 : s0+2n : 2] and dst[d1 : d1+n] = src[s0+1 : s0+2n : 2]: one vector load, two shuffles,
+    two stores; n a literal (float32 arrays, unchecked)."""
+    width = _literal(n)
+    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+        return None
+    sig = types.void(dst, d0, d1, src, s0, n)
+
+    def codegen(context, builder, sig, args):
+        f32, _, i64 = _ir_types()
+        ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
+        dp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        sp = context.make_array(sig.args[3])(context, builder, args[3]).data
+        v = builder.load(builder.bitcast(builder.gep(sp, [ints(args[4])]), ir.VectorType(f32, 2 * width).as_pointer()),
+                         align=4)
+        for k, off in ((0, args[1]), (1, args[2])):
+            half = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
+                                          ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(k, 2 * width, 2))))
+            builder.store(half, builder.bitcast(builder.gep(dp, [ints(off)]), ir.VectorType(f32, width).as_pointer()),
+                          align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 def _fill(x, ph, pw, out):
     """out (N, C, S, Hp, Wq) = x zero-padded as column planes (`planes`), one image's planes a task: zeroed, then
-    each row copied (vector moves where S is 1)."""
+    each input row moved in vectors of 16, 8, 4 floats (S = 1) or split into the two planes (S = 2: a vector of 16
+    floats, its even and odd lanes), the rest one float at a time."""
     N, C, H, W = x.shape
     S, Hp, Wq = out.shape[2], out.shape[3], out.shape[4]
     src, dst = x.reshape(-1), out.reshape(-1)
-    block = S * Hp * Wq
+    plane, block = Hp * Wq, S * Hp * Wq
     for m in prange(N * C):
         for t in range(block):
             dst[m * block + t] = 0
-        for p in range(S):
-            w0 = (p - pw) % S
-            cols = (W - w0 + S - 1) // S if W > w0 else 0
-            for h in range(H):
-                d, s = m * block + (p * Hp + ph + h) * Wq + (w0 + pw) // S, (m * H + h) * W + w0
-                k = 0
-                if S == 1:
-                    while k + 16 <= cols:
-                        _move(dst, d + k, src, s + k, 16)
-                        k += 16
-                    while k + 4 <= cols:
-                        _move(dst, d + k, src, s + k, 4)
-                        k += 4
-                for q in range(k, cols):
-                    dst[d + q] = src[s + S * q]
+        for h in range(H):
+            s, row = (m * H + h) * W, m * block + (ph + h) * Wq
+            k = 0
+            if S == 1:
+                for k in range(0, W - 15, 16):
+                    _move(dst, row + pw + k, src, s + k, 16)
+                k = W // 16 * 16
+                if k + 8 <= W:
+                    _move(dst, row + pw + k, src, s + k, 8)
+                    k += 8
+                if k + 4 <= W:
+                    _move(dst, row + pw + k, src, s + k, 4)
+                    k += 4
+            elif S == 2:      # columns k, k + 2, ... land in plane pw % 2, k + 1, k + 3, ... in the other
+                e, o = row + pw % 2 * plane + pw // 2, row + (pw + 1) % 2 * plane + (pw + 1) // 2
+                for k in range(0, W - 15, 16):
+                    _split2(dst, e + k // 2, o + k // 2, src, s + k, 8)
+                k = W // 16 * 16
+                if k + 8 <= W:
+                    _split2(dst, e + k // 2, o + k // 2, src, s + k, 4)
+                    k += 8
+                if k + 4 <= W:
+                    _split2(dst, e + k // 2, o + k // 2, src, s + k, 2)
+                    k += 4
+            for w in range(k, W):
+                c = w + pw
+                dst[row + c % S * plane + c // S] = src[s + w]
 
 
 def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
@@ -404,21 +442,13 @@ def _kernel(name, macs):
 def planes(x, stride, padding):
     """The zero-padded input as S = stride[1] column planes (N, C, S, Hp, Wq): plane p holds the padded columns
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
-    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). numpy's copies on one thread
-    (~0.13 ms for a 64x16x16x16 input, 0.22 at S = 2: as fast as `_fill`, both bound by the caches, AMD EPYC
-    znver3), `_fill`'s prange variant where numba has threads and the input is large enough (`_kernel`)."""
+    (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). By `_fill`: a 64x16x16x16
+    input in 0.063 ms (S = 1) and 0.090 (S = 2); numpy's padding copies took 0.13 and 0.20 (one thread, AMD EPYC
+    znver3), its prange variant from PAR_MIN / FILL_WORK elements where numba has threads."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
-    shape = (N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S))
-    if numba.get_num_threads() > 1 and x.size * FILL_WORK >= PAR_MIN:
-        xp = np.empty(shape, np.float32)
-        _kernel("_fill", PAR_MIN)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
-        return xp
-    xp = np.zeros(shape, np.float32)
-    for p in range(S):
-        w0 = (p - pw) % S                  # the first input column of plane p, at column (w0 + pw) // S there
-        q0 = (w0 + pw) // S
-        xp[:, :, p, ph:ph + H, q0:q0 + len(range(w0, W, S))] = x[:, :, :, w0::S]
+    xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
+    _kernel("_fill", x.size * FILL_WORK)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
     return xp
 
 
