@@ -275,6 +275,37 @@ def _split2(typingctx, dst, d0, d1, src, s0, n):
     return sig, codegen
 
 
+@intrinsic
+def _transpose8(typingctx, dst, d0, ds, src, s0, ss):
+    """dst[d0 + i*ds + j] = src[s0 + j*ss + i] for i, j < 8: eight vector loads, three rounds of shuffles (pairs of
+    rows, pairs of pairs, 128-bit halves), eight stores (float32 arrays, unchecked)."""
+    if not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+        return None
+    sig = types.void(dst, d0, ds, src, s0, ss)
+
+    def codegen(context, builder, sig, args):
+        f32, vt, i64 = _ir_types()
+        ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
+        dp = context.make_array(sig.args[0])(context, builder, args[0]).data
+        sp = context.make_array(sig.args[3])(context, builder, args[3]).data
+        d0, ds, s0, ss = (ints(a) for a in (args[1], args[2], args[4], args[5]))
+        at = lambda p, o, st, r: builder.bitcast(builder.gep(p, [builder.add(o, builder.mul(st, ir.Constant(i64, r)))]),
+                                                 vt.as_pointer())                                       # noqa: E731
+        shuf = lambda a, b, idx: builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), VL), idx))  # noqa: E731
+        rows = [builder.load(at(sp, s0, ss, r), align=4) for r in range(8)]
+        t = [shuf(rows[2 * k], rows[2 * k + 1], idx) for idx in ([0, 8, 1, 9, 4, 12, 5, 13], [2, 10, 3, 11, 6, 14, 7, 15])
+             for k in range(4)]
+        u = [shuf(a, b, idx) for a, b in ((t[0], t[1]), (t[2], t[3]), (t[4], t[5]), (t[6], t[7]))
+             for idx in ([0, 1, 8, 9, 4, 5, 12, 13], [2, 3, 10, 11, 6, 7, 14, 15])]
+        # u: columns (0, 4), (1, 5) of rows 0-3, the same of rows 4-7, then columns (2, 6), (3, 7) likewise
+        halves = [shuf(u[a], u[a + 2], idx) for idx in ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+                  for a in (0, 1, 4, 5)]
+        for i, v in enumerate(halves):
+            builder.store(v, at(dp, d0, ds, i), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 def _fill(x, ph, pw, out):
     """out (N, C, S, Hp, Wq) = x zero-padded as column planes (`planes`), one image's planes a task: zeroed, then
     each input row moved in vectors of 16, 8, 4 floats (S = 1) or split into the two planes (S = 2: a vector of 16
@@ -369,11 +400,14 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
     O16 = (O + NR - 1) // NR * NR
     taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(kw)])
     gt = np.zeros((N * P, O16), np.float32)
-    gf = g.reshape(N, O, P)
-    for n in prange(N):
+    gf, gd = g.reshape(-1), gt.reshape(-1)
+    for n in prange(N):           # 8x8 blocks transposed in registers (16-channel layer: 0.100 -> 0.045 ms)
+        for c in range(0, O - 7, 8):
+            for t in range(0, P - 7, 8):
+                _transpose8(gd, (n * P + t) * O16 + c, O16, gf, (n * O + c) * P + t, P)
         for c in range(O):
-            for t in range(P):
-                gt[n * P + t, c] = gf[n, c, t]
+            for t in range(P // 8 * 8 if c < O // 8 * 8 else 0, P):
+                gd[(n * P + t) * O16 + c] = gf[(n * O + c) * P + t]
     inplace = C >= MR
     src, img = xp.reshape(-1), C * S * Hp * Wq
     a_s, a_r, b_s = (img, sh * Wq, 1), S * Hp * Wq, (P * O16, OW * O16, O16)
