@@ -1,5 +1,7 @@
 """Row kernels: reductions over the trailing dims fused with the elementwise work around them (numba backend),
 checked against the reference interpreter and eager mode, forward and backward, with NaN/inf rows."""
+import re
+
 import numpy as np
 import pytest
 
@@ -147,12 +149,17 @@ def test_large_rows_use_the_parallel_variant_and_agree():
     np.testing.assert_allclose(tracejit.trace(f)(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-7)
 
 
-def _bn_step(channels):
+def _bn_step(channels, relu=False):
+    """A batch norm training step returning its output and x's gradient (a cube loss: the sum of squares of a
+    normalized batch is constant, its gradient zero); relu: a ReLU and a convolution after it (the ReLU's mask
+    is then saved for the backward)."""
     bn = tracejit.nn.BatchNorm2d(channels)
+    w = tracejit.randn(2, channels, 3, 3)
 
     def step(x):
         y = bn(x)
-        (y * y).sum().backward()
+        z = F.conv2d(F.relu(y), w, padding=1) if relu else y
+        (z * z * z).sum().backward()
         return y, x.grad
     return step
 
@@ -172,15 +179,27 @@ def test_batch_norm_backward_sums_each_segment_from_a_scratch_row_of_one_segment
     segment of T and is summed after each (it stays in L1); the variance's stays whole (its second pass needs the
     mean first). Both agree with eager."""
     x = tracejit.randn(5, 3, 4, 6, requires_grad=True)
-    step = _bn_step(3)
-    tf = tracejit.trace(step, backend="numba")
-    for a, b in zip(tf(x), step(x)):
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-4)
-    kernels = [ks for c in (tf.graph(x).entry.fwd_fn,) for _, ks, _ in c.kernels if ks.mode == "rows"]
+    traced_equals_eager(_bn_step(3), x, [(1e-5, 1e-5), (1e-4, 1e-4)])
+    tf = tracejit.trace(_bn_step(3), backend="numba")
+    tf(x)
+    kernels = [ks for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels if ks.mode == "rows"]
     sums = [ks for ks in kernels if "rsumsq(" not in ks.code]
     assert sums and all(n == 24 for ks in sums for _, n in ks.scratch) and all("+= rsum(" in ks.code for ks in sums)
     (stats,) = [ks for ks in kernels if "rsumsq(" in ks.code]
     assert sorted(n for _, n in stats.scratch) == [24, 5 * 24]
+
+
+def test_a_relu_mask_of_short_segments_is_read_through_a_float_copy():
+    """A batch norm + ReLU backward over 4x4 images (segments of 16): the saved bool mask is copied to a float32
+    row per segment before the loop that reads it (a loop over bytes is vectorized too wide for 16 elements);
+    the numbers equal eager's."""
+    x = tracejit.randn(6, 3, 4, 4, requires_grad=True)
+    traced_equals_eager(_bn_step(3, relu=True), x, [(1e-5, 1e-5), (1e-4, 1e-4)])
+    tf = tracejit.trace(_bn_step(3, relu=True), backend="numba")
+    tf(x)
+    codes = [ks.code for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels if ks.mode == "rows"]
+    widened = [c for c in codes if re.search(r"w(\d+)\[c\] = in\1\[", c)]
+    assert widened and all(re.search(r"x(\d+) = w\1\[c\] != 0", c) for c in widened)
 
 
 def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():
