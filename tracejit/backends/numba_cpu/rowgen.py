@@ -84,8 +84,9 @@ class _RowKernel:
         self.npass = max(list(self.updates) + list(self.stores) + list(self.row_stmts))
         self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
             [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
-        # a scratch row only summed, with L > 1 segments, holds one segment (T, not N) and is summed after each:
-        # it stays in L1 (a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms)
+        # scratch rows of one segment (T, not N): a row only summed, with L > 1 segments, is summed after each
+        # segment and stays in L1 (a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms);
+        # a widened bool operand's copy
         self.segmented = {t for t, _ in self.scratch if self.L > 1 and t in self.row_sums and t not in self.whole}
         self.segmented |= {f"w{j}" for j in self.widened}
 
