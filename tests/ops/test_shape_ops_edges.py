@@ -521,3 +521,33 @@ def test_sum_to_sums_broadcast_dims_back():
     _same(sum_to(g, [2, 3, 4]), ref)
     _same(sum_to(_t(3, 1), (3, 1)), _a(3, 1))
     _same(sum_to(_t(1, 4), (1, 1)), _a(1, 4).sum(keepdims=True))
+
+
+def test_the_reshape_op_never_aliases_and_clone_to_the_format_it_has_copies():
+    from tracejit.ops.registry import OPS, apply
+    x = _t(2, 3)
+    r = apply(OPS["reshape"], x, shape=(3, 2))        # (public reshape of a contiguous tensor takes the view op)
+    r[0, 0] = -1.0
+    assert x[0, 0].item() == 1.0
+    _same(r[1:], _a(3, 2)[1:])
+    cl = _t(1, 2, 3, 4).contiguous(memory_format=torch.channels_last)
+    k = cl.clone(memory_format=torch.channels_last)
+    assert k.stride() == (24, 1, 8, 2)
+    _same(k, _a(1, 2, 3, 4))
+    k[0, 0, 0, 0] = -1.0
+    assert cl[0, 0, 0, 0].item() == 1.0
+    v = _t(3)
+    assert v.transpose(0, 0) is not v and v.transpose(0, -1)._base is v     # a 1-d transpose is a view of its own
+
+
+def test_traced_view_and_reshape_follow_the_modelled_strides():
+    x = _t(2, 3)
+    f = torch.trace(lambda a: a.t().reshape(-1) * 1, backend="interpreter")
+    _same(f(x), _a(2, 3).T.reshape(-1))
+    g = torch.trace(lambda a: a.view(3, 2) * 1, backend="interpreter")
+    _same(g(x), _a(3, 2))
+    h = torch.trace(lambda a: a.reshape(2, 3) + a.t().t().view(6).view(2, 3), backend="interpreter")
+    _same(h(x), 2 * _a(2, 3))
+    bad = torch.trace(lambda a: a.t().view(-1) * 1, backend="interpreter")
+    with pytest.raises(RuntimeError, match=r"^view size is not compatible with input tensor's size and stride"):
+        bad(x)
