@@ -275,6 +275,9 @@ def test_binary_cross_entropy_clamps_its_logs_at_minus_100_and_its_gradient_deno
     assert got.dtype is torch.float64                                 # promoted as its shape rule says
     _close(got, want[2:], 1e-6)
     assert F.binary_cross_entropy(x32, torch.tensor(t[2:].astype(np.float32))).dtype is torch.float32
+    got = F.binary_cross_entropy(torch.tensor(x[2:]), torch.tensor(t[2:].astype(np.float32)), reduction="none")
+    assert got.dtype is torch.float64                                 # (PyTorch refuses operands of two dtypes)
+    _close(got, -(t[2:].astype(np.float32) * np.log(x[2:]) + (1 - t[2:].astype(np.float32)) * np.log1p(-x[2:])))
     xt = torch.tensor(x[2:], requires_grad=True)                      # only x needs a gradient
     F.binary_cross_entropy(xt, torch.tensor(t[2:]), reduction="sum").backward()
     _close(xt.grad, gx_want[2:])

@@ -551,3 +551,35 @@ def test_traced_view_and_reshape_follow_the_modelled_strides():
     bad = torch.trace(lambda a: a.t().view(-1) * 1, backend="interpreter")
     with pytest.raises(RuntimeError, match=r"^view size is not compatible with input tensor's size and stride"):
         bad(x)
+
+
+def test_more_edges_of_flatten_stack_hstack_flip_diag_embed_and_formats():
+    _same(_t(3).flatten(), _a(3))
+    _same(_t(1).flatten(), _a(1))
+    x = _t(2, 3)
+    _raises(RuntimeError, "stack expects each tensor to be equal size, but got [3, 2] at entry 0 and [2, 3] at "
+                          "entry 1", lambda: torch.stack([_t(3, 2), x, x]))
+    _same(torch.hstack([x]), _a(2, 3))
+    _same(torch.hstack([_t(3)]), _a(3))
+    _same(torch.flip(x, 0), _a(2, 3)[::-1])
+    c = _a(2, 2, 3)
+    want = np.zeros((2, 2, 3, 3))
+    for idx in np.ndindex(2, 2):
+        want[idx] = np.diag(c[idx])
+    _same(torch.diag_embed(_t(2, 2, 3)), want)
+    d = torch.diag_embed(torch.tensor([[1, 2], [3, 4]]))
+    assert d.dtype is torch.int64
+    _same(d, np.array([np.diag([1, 2]), np.diag([3, 4])]))
+    cl = _t(1, 2, 3, 4).contiguous(memory_format=torch.channels_last)
+    back = cl.to(memory_format=torch.contiguous_format)
+    assert back.stride() == (24, 12, 4, 1)
+    _same(back, _a(1, 2, 3, 4))
+
+
+def test_an_expanded_view_is_read_only():
+    e = _t(3, 1).expand(3, 4)
+    assert not e.numpy().flags.writeable
+    with pytest.raises(RuntimeError, match="^unsupported operation"):
+        e.add_(1)
+    s = _s(2.0).expand(2, 2)
+    assert not s.numpy().flags.writeable
