@@ -222,6 +222,10 @@ def test_cat_skips_legacy_empty_vectors_and_copies_a_single_tensor():
     _same(torch.cat([x, _z(0)]), _a(2, 3))
     _same(torch.cat([_z(0), x, _z(0)], 1), _a(2, 3))
     _same(torch.cat([_z(0), _z(0)]), np.zeros(0))
+    _same(torch.cat([_z(0)]), np.zeros(0))
+    b = torch.cat([torch.tensor([True, False])])
+    assert b.dtype is torch.bool
+    _same(b, np.array([True, False]))
     _same(torch.cat([_z(2, 0), torch.ones(2, 1)], 1), np.ones((2, 1)))
     _same(torch.cat(iter([x, y])), np.concatenate([_a(2, 3), _a(4, 3)]))
     one = torch.cat([x])
