@@ -559,3 +559,21 @@ def test_one_hot_checks_class_values_with_pytorchs_messages():
     np.testing.assert_array_equal(check_classes(x, 3).numpy(), [0, 2, 1])
     _raises(RuntimeError, "Class values must be smaller than num_classes.", lambda: check_classes(x, 2))
     assert tuple(check_classes(torch.tensor(np.zeros(0, np.int64)), 0).shape) == (0,)
+
+
+def test_nll_loss_ignores_a_row_whatever_its_log_probabilities_and_float32_layer_norm_backward():
+    # an ignored sample adds 0 even where its log-probabilities are -inf (not -(0 * inf)), in the op and its parts
+    logp = np.array([[-0.5, -np.inf, -1.0], [-1.2, -0.3, -2.0]])
+    for got in (F.nll_loss(torch.tensor(logp), torch.tensor([-100, 1]), reduction="sum"),
+                OPS["nll_loss"].decompose(torch.tensor(logp), torch.tensor([-100, 1]), ignore_index=-100,
+                                          reduction="sum")):
+        _close(got, np.array(0.3))
+    rng = _rng(18)
+    x, gy = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    _, mean, rstd = _ln_ref(x.astype(np.float64), 1)
+    got = apply(OPS["layer_norm_backward"], torch.tensor(gy), torch.tensor(x), torch.tensor(mean.astype(np.float32)),
+                torch.tensor(rstd.astype(np.float32)), None, k=1)
+    assert [g.dtype for g in got] == [torch.float32] * 3
+    xhat = (x - mean) * rstd
+    _close(got[1].numpy().astype(np.float64), (gy * xhat).sum(0), 1e-5)
+    _close(got[2].numpy().astype(np.float64), gy.sum(0).astype(np.float64), 1e-5)
