@@ -144,7 +144,8 @@ def _nll_meta(logp, target, weight=None, ignore_index=-100, reduction="mean"):
         raise ValueError(f"Expected input batch_size ({logp.shape[0] if logp.ndim else 1}) to match target "
                          f"batch_size ({target.shape[0] if target.ndim else 1}).")
     if target.dtype.is_floating_point or target.dtype is D.bool_:
-        raise RuntimeError(f"expected scalar type Long but found {target.dtype.name.capitalize()}")
+        from .._out import _CATEGORY
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_CATEGORY[target.dtype.name]}")
     if weight is not None and tuple(weight.shape) != logp.shape[1:]:
         raise RuntimeError(f"weight tensor should be defined either for all {logp.shape[1]} classes or no classes "
                            f"but got weight tensor of shape: {list(weight.shape)}")
@@ -409,8 +410,8 @@ def _bn_vjp(c, gy, gmean=None, gvar=None):
         if gvar is not None:
             t = (x - r(mean)) * r(gvar * (2.0 / n))
             extra = t if extra is None else extra + t
-        if extra is not None:
-            gx = extra if gx is None else gx + extra
+        if extra is not None:       # (a gradient of the mean alone is per channel: expanded to x's shape)
+            gx = S.expand(extra, shp) if gx is None else gx + extra
     return (gx, gw, gb, grm, grv)[:len(c.inputs)]
 
 
@@ -476,6 +477,7 @@ def _ln_grad(gy, x, mean, rstd, weight=None, *, k):
 
 
 def _ln_vjp(c, gy, gmean=None, grstd=None):
+    from .shape_ops import expand
     x, weight, bias = c.inputs
     k = c.attrs["k"]
     _, mean, rstd = c.out
@@ -487,8 +489,8 @@ def _ln_vjp(c, gy, gmean=None, grstd=None):
     d = 1.0 / math.prod(x.shape[x.ndim - k:])
     for extra in (None if gmean is None else gmean * d,
                   None if grstd is None else grstd * (rstd * rstd * rstd) * (x - mean) * -d):
-        if extra is not None:
-            gx = extra if gx is None else gx + extra
+        if extra is not None:       # (a gradient of the mean alone is per row: expanded to x's shape)
+            gx = expand(extra, tuple(x.shape)) if gx is None else gx + extra
     return gx, gw if weight is not None else None, gb if bias is not None else None
 
 

@@ -17,12 +17,15 @@ def _infer_shape(shape, numel):
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = 1
-    for s in shape:
+    for i, s in enumerate(shape):
         if s != -1:
             if s < 0:
-                raise RuntimeError(f"invalid shape dimension {s}")
+                raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
             known *= s
     if neg:
+        if known == 0 and numel == 0:
+            raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} because the unspecified "
+                               f"dimension size -1 can be any value and is ambiguous")
         if known == 0 or numel % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
         shape[neg[0]] = numel // known
@@ -165,13 +168,24 @@ class _A:
         self.dtype, self.ndim = D._FROM_NP[a.dtype], 1
 
 
+def _check_cat_shapes(shapes, dim, numbers=None):
+    """PyTorch's errors for operands of cat whose shapes differ outside `dim` (`numbers`: their places in the list
+    the caller gave, where legacy empty vectors were left out)."""
+    ref = shapes[0]
+    for k, shape in enumerate(shapes[1:], 1):
+        if len(shape) != len(ref):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} and {len(shape)}")
+        for i, (a, b) in enumerate(zip(ref, shape)):
+            if i != dim and a != b:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size {a} but "
+                                   f"got size {b} for tensor number {k if numbers is None else numbers[k]} in the "
+                                   f"list.")
+
+
 def _cat_meta(*xs, dim):
     from .. import _dtype as D
     ref = xs[0].shape
-    for x in xs[1:]:
-        if len(x.shape) != len(ref) or builtins.any(a != b for i, (a, b) in enumerate(zip(x.shape, ref)) if i != dim):
-            raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size {list(ref)} "
-                               f"but got size {list(x.shape)} for a tensor in the list.")
+    _check_cat_shapes([x.shape for x in xs], dim)
     shape = list(ref)
     shape[dim] = builtins.sum(x.shape[dim] for x in xs)
     return AVal(shape, D.result_type(*[_Dim(x.dtype) for x in xs]))
@@ -368,7 +382,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = norm_dim(dim, input.ndim)
     shape = tuple(input.shape)
-    if -1 not in sizes and math.prod(sizes) != shape[d]:
+    known = math.prod(s for s in sizes if s != -1)
+    if (known != shape[d]) if -1 not in sizes else (list(sizes).count(-1) == 1 and (shape[d] % known if known else shape[d])):
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
                            f"({shape[d]}) in the input tensor")
     sizes = _infer_shape(tuple(sizes), shape[d])
@@ -431,8 +446,10 @@ def cat(tensors, dim=0):
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     # PyTorch skips legacy empty 1-D tensors
-    nonempty = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
+    keep = [i for i, t in enumerate(tensors) if not (t.ndim == 1 and t.shape[0] == 0)] or [0]
+    nonempty = [tensors[i] for i in keep]
     d = norm_dim(dim, nonempty[0].ndim)
+    _check_cat_shapes([_shape_of(t) for t in nonempty], d, keep)     # (eagerly numpy's error would name others)
     if len(nonempty) == 1:
         return nonempty[0] * 1 if nonempty[0].requires_grad else clone(nonempty[0])
     return apply(OPS["cat"], *nonempty, dim=d)
@@ -535,14 +552,18 @@ def chunk(input, chunks, dim=0):
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     size = input.shape[norm_dim(dim, input.ndim)]
     step = -(-size // chunks)
-    return split(input, step, dim) if size else (input,)
+    return split(input, step, dim) if size else split(input, [0] * chunks, dim)    # an empty dim: `chunks` pieces
 
 
 def tensor_split(input, indices_or_sections, dim=0):
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
     d = norm_dim(dim, input.ndim)
     size = input.shape[d]
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
+        if n <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {n}")
         q, r = divmod(size, n)
         bounds, s = [], 0
         for i in range(n - 1):
@@ -552,22 +573,33 @@ def tensor_split(input, indices_or_sections, dim=0):
         bounds = [int(i) for i in indices_or_sections]
     out, prev = [], 0
     for b in bounds + [size]:
-        b = builtins.max(builtins.min(b, size), prev)
-        out.append(narrow(input, d, prev, b - prev))
+        start, stop, _ = slice(prev, b).indices(size)      # the piece is x[prev:b], as Python slices it
+        out.append(narrow(input, d, start, builtins.max(stop - start, 0)))
         prev = b
     return tuple(out)
 
 
+def _split_dir(name, input, sections, dim, rank):
+    """hsplit/vsplit/dsplit: tensor_split along `dim`, an int of sections only where it divides the size."""
+    if input.ndim < rank:
+        raise RuntimeError(f"torch.{name} requires a tensor with at least {rank} dimension, but got a tensor with "
+                           f"{input.ndim} dimensions!")
+    if isinstance(sections, int) and (sections == 0 or input.shape[dim] % sections):
+        raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the size of the dimension "
+                           f"{input.shape[dim]} is not divisible by the split_size {sections}!")
+    return tensor_split(input, sections, dim)
+
+
 def hsplit(input, sections):
-    return tensor_split(input, sections, 0 if input.ndim == 1 else 1)
+    return _split_dir("hsplit", input, sections, 0 if input.ndim == 1 else 1, 1)
 
 
 def vsplit(input, sections):
-    return tensor_split(input, sections, 0)
+    return _split_dir("vsplit", input, sections, 0, 2)
 
 
 def dsplit(input, sections):
-    return tensor_split(input, sections, 2)
+    return _split_dir("dsplit", input, sections, 2, 3)
 
 
 def unbind(input, dim=0):
