@@ -147,3 +147,48 @@ def test_gelu_backward_gradient_of_the_incoming_gradient_alone():
     (gg,) = tj.autograd.grad(out.sum(), g)
     want = [0.5 * (1 + math.erf(v / math.sqrt(2))) + v * math.exp(-v * v / 2) / math.sqrt(2 * math.pi) for v in xs]
     np.testing.assert_allclose(gg.tolist(), want, rtol=1e-12, atol=1e-15)
+
+
+def test_uncast_dtype_stands_in_only_where_nothing_is_cast():
+    # the hot path's shortcut: the arrays' shared dtype when it already is the result (Python scalars of no higher
+    # category may join), None (compute the result type) otherwise
+    from tracejit.ops.elementwise import _uncast_dtype
+    f32, i32, b = np.ones(2, np.float32), np.ones(2, np.int32), np.ones(2, bool)
+    assert _uncast_dtype((f32, f32)) is tj.float32
+    assert _uncast_dtype((f32, 2.0)) is tj.float32 and _uncast_dtype((2, f32, True)) is tj.float32
+    assert _uncast_dtype((i32, 2)) is tj.int32 and _uncast_dtype((b, True)) is tj.bool
+    assert _uncast_dtype((i32, 2.0)) is None and _uncast_dtype((b, 1)) is None
+    assert _uncast_dtype((f32, np.ones(2))) is None and _uncast_dtype((f32, np.float32(1))) is None
+    assert _uncast_dtype((2.0, 3.0)) is None
+
+
+def test_eager_ops_on_one_dtype_compute_no_result_type(monkeypatch):
+    from tracejit.ops import elementwise as E
+
+    def refuse(rule, args):
+        raise AssertionError("the general dtype rule ran")
+    x = tj.tensor([1.0, 2.0])
+    monkeypatch.setattr(E, "_compute_dtype", refuse)
+    assert (x * x + 2.0 - 1).tolist() == [2.0, 5.0]
+    assert tj.exp(tj.tensor([0.0])).tolist() == [1.0] and (x > 1.5).tolist() == [False, True]
+
+
+def test_where_with_an_operand_bigger_than_the_other_and_the_condition():
+    got = tj.where(tj.tensor([True, False, True]), _f64([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), _f64([7.0, 8.0, 9.0]))
+    assert got.tolist() == [[1.0, 8.0, 3.0], [4.0, 8.0, 6.0]]
+    got = tj.where(tj.tensor(True), _f64([1.0, 2.0, 3.0]), _f64(5.0))
+    assert got.tolist() == [1.0, 2.0, 3.0]
+    got = tj.where(tj.tensor(False), 4.0, _f64(5.0))
+    assert got.tolist() == 5.0
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_decompositions_compute_what_the_ops_compute(approximate):
+    # the parts a backend lowers gelu and its VJP to (CSE shares their erf or tanh): the op's values, float64
+    from tracejit.ops.registry import call
+    x = _f64(np.linspace(-5.0, 5.0, 23))
+    g = _f64(np.linspace(0.5, 2.0, 23))
+    for name, args in (("gelu", (x,)), ("gelu_backward", (g, x))):
+        got, want = OPS[name].decompose(*args, approximate=approximate), call(name, *args, approximate=approximate)
+        assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-13, atol=1e-15)
