@@ -171,6 +171,7 @@ def test_eager_ops_on_one_dtype_compute_no_result_type(monkeypatch):
     monkeypatch.setattr(E, "_compute_dtype", refuse)
     assert (x * x + 2.0 - 1).tolist() == [2.0, 5.0]
     assert tj.exp(tj.tensor([0.0])).tolist() == [1.0] and (x > 1.5).tolist() == [False, True]
+    assert (-x).tolist() == [-1.0, -2.0] and tj.relu(-x).tolist() == [0.0, 0.0]     # the "same" rule's ops
 
 
 def test_where_with_an_operand_bigger_than_the_other_and_the_condition():
