@@ -95,6 +95,8 @@ def test_xlogy_is_zero_at_zero_input_unless_other_is_nan():
 def test_threshold_keeps_an_integer_dtype_and_writes_in_place():
     out = F.threshold(tj.tensor([1, 2, 3]), 1, 7)
     assert out.dtype is tj.int64 and out.tolist() == [7, 2, 3]
+    out = F.threshold(tj.tensor([1, 2, 3]), 1, 0.5)      # a float value is cast to the input's dtype (0)
+    assert out.dtype is tj.int64 and out.tolist() == [0, 2, 3]
     x = _f64([1.0, 2.0, 3.0])
     r = F.threshold(x, 1.5, 0.0, inplace=True)
     assert r is x and x.tolist() == [0.0, 2.0, 3.0]
