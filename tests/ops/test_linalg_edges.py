@@ -249,3 +249,19 @@ def test_einsum_shape_rule_broadcasts_size_one_and_refuses_other_sizes():
     assert tuple(out.shape) == (4, 2)
     with pytest.raises(RuntimeError, match=r"^einsum\(\): operands do not broadcast for subscript j: 3 vs 4$"):
         _einsum_meta(AVal((2, 3), f), AVal((4, 4), f), terms=("ij", "jk"), out="ik")
+
+
+def test_decompositions_compute_what_the_ops_compute():
+    # the parts a backend lowers mv, dot and addmm to (a matmul between views, then the scaled add)
+    from tracejit.ops.registry import OPS, call
+    m, v, w = _rng.standard_normal((2, 3)), _rng.standard_normal(3), _rng.standard_normal(3)
+    cases = [("mv", (_t(m), _t(v)), {}), ("dot", (_t(v), _t(w)), {})]
+    i, m2 = _rng.standard_normal((2, 4)), _rng.standard_normal((3, 4))
+    for inp in (i, i[0], np.full((2, 4), np.nan)):
+        for beta, alpha in ((1, 1), (0.5, 2.0), (0, 3.0), (2.0, 1)):
+            if not (np.isnan(inp).any() and beta != 0):
+                cases.append(("addmm", (_t(inp), _t(m), _t(m2)), dict(beta=beta, alpha=alpha)))
+    for name, args, attrs in cases:
+        got, want = OPS[name].decompose(*args, **attrs), call(name, *args, **attrs)
+        assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape), (name, attrs)
+        _close(got, want.numpy())
