@@ -313,3 +313,64 @@ def test_scatter_gradients_of_input_and_a_bigger_source():
     _eq(s.grad, [[2.0, 2.0, 0.0], [3.0, 4.0, 0.0]])
     with pytest.raises(RuntimeError, match=r"reduce='multiply' has no derivative"):
         tj.scatter(tj.ones(2, 2, requires_grad=True), 1, tj.tensor([[0]]), 2.0, reduce="multiply").sum().backward()
+
+
+def test_indices_after_a_mask_and_slices_with_tensor_bounds():
+    x = _x()
+    _eq(x[tj.tensor([True, False, True]), 1], X[[0, 2], 1])
+    _eq(x[::1], X)
+    _eq(x[tj.tensor(1):], X[1:])
+    _eq(x[:], X)
+    assert x[:].grad_fn is None and _x(True)[:].grad_fn.name() == "SliceBackward0"
+    assert _x(True)[0, :].grad_fn.name() == "SelectBackward0"
+
+
+@pytest.mark.parametrize("index, message", [
+    (lambda: (0, tj.tensor([True, False, True, False]), 0), r"^too many indices for tensor of dimension 2$"),
+    (lambda: (0, tj.tensor([1]), 0), r"^too many indices for tensor of dimension 2$"),
+    (lambda: (0, slice(None), 0), r"^too many indices for tensor of dimension 2$"),
+])
+def test_every_kind_of_index_counts_toward_the_dimensions(index, message):
+    with pytest.raises(IndexError, match=message):
+        _x()[index()]
+
+
+def test_out_of_range_messages_count_dimensions_across_ellipses_and_masks():
+    x3 = tj.zeros(2, 3, 4)
+    with pytest.raises(IndexError, match=r"^index 9 is out of bounds for dimension 2 with size 4$"):
+        x3[0, 1, 9]
+    with pytest.raises(IndexError, match=r"^index 5 is out of bounds for dimension 2 with size 4$"):
+        x3[0, ..., 5]
+    with pytest.raises(IndexError, match=r"^The shape of the mask \[3, 5\] at index 1 does not match the shape of the "
+                                         r"indexed tensor \[2, 3, 4\] at index 2$"):
+        x3[:, tj.ones(3, 5, dtype=tj.bool)]
+    with pytest.raises(RuntimeError, match=r"^index 1 is out of bounds for dimension 0 with size 1$"):
+        tj.gather(tj.tensor(5.0), 0, tj.tensor([1]))
+
+
+def test_setitem_bumps_the_version_counter_once():
+    x = tj.zeros(3)
+    v = x._version.v
+    x[0] = 1.0
+    assert x._version.v == v + 1
+
+
+def test_nonzero_of_a_zero_d_tensor_is_int64_and_take_along_dim_broadcasts_the_indices():
+    assert tj.nonzero(tj.tensor(3)).dtype is tj.int64
+    idx = np.array([[0, 1], [2, 0], [1, 1]])
+    _eq(tj.take_along_dim(_x()[:, :1], tj.tensor(idx), 0), X[idx, 0])
+
+
+def test_float32_indexing_gradient_stays_float32():
+    a = tj.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2), requires_grad=True)
+    a[tj.tensor([0, 2, 0])].sum().backward()
+    assert a.grad.dtype is tj.float32
+    _eq(a.grad, np.array([[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]], np.float32))
+
+
+def test_scatter_reduce_prod_has_no_gradient():
+    x = tj.ones(2, 2, requires_grad=True)
+    out = tj.scatter_reduce(x, 1, tj.tensor([[0]]), tj.tensor([[2.0]]), "prod")
+    with pytest.raises(RuntimeError, match=r"^scatter with reduce='multiply' has no derivative in tracejit \(nor in "
+                                           r"PyTorch\)$"):
+        out.sum().backward()
