@@ -195,3 +195,10 @@ def test_gelu_decompositions_compute_what_the_ops_compute(approximate):
         got, want = OPS[name].decompose(*args, approximate=approximate), call(name, *args, approximate=approximate)
         assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape)
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_integer_division_by_zero_message_is_exactly_pytorchs():
+    with pytest.raises(RuntimeError, match=r"^ZeroDivisionError$"):
+        tj.tensor([3, 4]) // tj.tensor([1, 0])
+    with pytest.raises(RuntimeError, match=r"^ZeroDivisionError$"):
+        tj.tensor([3, 4]) % 0
