@@ -343,7 +343,9 @@ def _pow_vjp(c, g):
             ga = where(b == 0, 0.0, g * b * pow(a, b - 1))
     if _needs(c, 1):
         if _is_scalar(a):
-            gb = g * c.out * math.log(a) if a > 0 else where(b >= 0, 0.0, g * c.out * math.log(a) if a else g * 0)
+            # PyTorch: g * out * log(a), with log(0) = -inf (0 for exponents >= 0) and NaN for a negative base
+            log_a = math.log(a) if a > 0 else -math.inf if a == 0 else math.nan
+            gb = where(b >= 0, 0.0, g * c.out * log_a) if a == 0 else g * c.out * log_a
         else:
             gb = where(logical_and(a == 0, b >= 0), 0.0, g * c.out * log(a))
     return ga, gb
@@ -608,7 +610,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def xlogy(input, other):
-    return where(input == 0, 0.0, input * log(other))
+    return where(logical_and(input == 0, logical_not(isnan(other))), 0.0, input * log(other))   # NaN other: NaN
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
