@@ -29,6 +29,11 @@ from ..scalar_code import const_namer, is_param, op_expression, operand_dtypes, 
 # elements from which the prange variant is used ("off": never; threads hurt on a busy 2-core machine)
 _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
+# row kernels of segmented rows (batch norm's: a channel's elements in every image) from PAR_MIN / ROWS_PAR_SHARE
+# elements: a convolutional network's batch-norm kernels (262k elements in the ResNet bench) sat serially between
+# two parallel convolutions (that step at two threads, AMD EPYC znver3, quiet: 17.8-19.0 -> 16.4-17.0 ms; the
+# GPT step's layer-norm and softmax rows, not segmented, measured 1-3% slower with it and keep PAR_MIN)
+ROWS_PAR_SHARE = 8
 CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
