@@ -24,7 +24,6 @@ from ..scalar_code import const_namer, npname, op_expression, param_namer
 from .codegen import KernelSource, module_code, njit_flags, param_args, typed_calls
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
-WIDEN_BELOW = 64             # segments shorter than this read a bool operand through a float32 copy (see __init__)
 
 
 def generate_rows(node, name, fastmath=False):
@@ -71,9 +70,11 @@ class _RowKernel:
             elif kind == "bcast":
                 self.row_stmts.setdefault(0, []).append(self._bcast_row(j, v.shape))
                 self.elem[id(v)] = (f"x{j} = in{j}[np.uint64(d{j} + c)]", ())
-            elif kind == "full" and v.dtype.np == np.bool_ and 1 < self.L and self.T < WIDEN_BELOW:
+            elif kind == "full" and v.dtype.np == np.bool_ and self.L > 1:
                 # a loop reading bytes is vectorized 32 lanes wide: one of 16 (a 4x4 image's batch-norm mask) ran
-                # scalar, 7 ns an element; each segment's bools are copied to a float32 row first (2.4 ns)
+                # scalar, 7 ns an element; each segment's bools are copied to a float32 row first (2.4 ns). For
+                # every segment length: one kernel for every layer of a network (a copy only for short segments
+                # compiled one more kernel, +0.1 s on the ResNet bench's cold first step)
                 self.widened.append(j)
                 self.scratch.append((f"w{j}", np.float32))
                 self.elem[id(v)] = (f"x{j} = w{j}[c] != 0", ())
