@@ -111,9 +111,9 @@ def _literal(t):
 def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, add, unroll):
     """C[c0 + r*c_r : +NR] (+)= sum over t of A[a0 + t.a_s + r*a_r] * B[b0 + t.b_s : +8, and b_h beyond : +8] for
     r < mr, t running over the three-level index range q (a_s, b_s: the strides per level): a reduction over
-    (channel, kernel row, kernel column), or the weight gradient's (image, row, column), read in place. a, b, c are float32 arrays read and
-    written through their data pointers (offsets and strides in floats, unchecked); `mr`, `add` (0: set C,
-    1: add to it) and `unroll` literals; B's row is two 8-float vectors, the second b_h floats after the first.
+    (channel, kernel row, kernel column), or the weight gradient's (image, row, column), read in place. a, b, c
+    are float32 arrays read and written through their data pointers (offsets and strides in floats, unchecked);
+    `mr`, `add` (0: set C, 1: add to it) and `unroll` literals; B's row is two 8-float vectors, the second b_h floats after the first.
     unroll > 0: the last level has that many steps, unrolled (a 3x3 kernel's three columns: the forward of the
     ResNet bench's 16-channel layer 1.50 -> 0.97 ms, one thread, AMD EPYC znver3; a loop of three steps
     mispredicts its exit), step j's B at the offset b_j[j] (the column planes of a strided convolution, see
@@ -250,6 +250,15 @@ def _panel(xp, g0, width, P, kh, kw, sh, dh, taps, OW, runs, panel):
                 k += 1
 
 
+def _int64(builder, v):
+    return builder.sext(v, ir.IntType(64)) if v.type.width < 64 else v
+
+
+def _data(context, builder, sig, args, k):
+    """The data pointer of the array argument k of an intrinsic."""
+    return context.make_array(sig.args[k])(context, builder, args[k]).data
+
+
 @intrinsic(prefer_literal=True)
 def _split2(typingctx, dst, d0, d1, src, s0, n):
     """dst[d0 : d0+n] = src[s0 : s0+2n : 2] and dst[d1 : d1+n] = src[s0+1 : s0+2n : 2]: one vector load, two shuffles,
@@ -260,17 +269,15 @@ def _split2(typingctx, dst, d0, d1, src, s0, n):
     sig = types.void(dst, d0, d1, src, s0, n)
 
     def codegen(context, builder, sig, args):
-        f32, _, i64 = _ir_types()
-        ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
-        dp = context.make_array(sig.args[0])(context, builder, args[0]).data
-        sp = context.make_array(sig.args[3])(context, builder, args[3]).data
-        v = builder.load(builder.bitcast(builder.gep(sp, [ints(args[4])]), ir.VectorType(f32, 2 * width).as_pointer()),
-                         align=4)
+        f32 = ir.FloatType()
+        dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+        v = builder.load(builder.bitcast(builder.gep(sp, [_int64(builder, args[4])]),
+                                         ir.VectorType(f32, 2 * width).as_pointer()), align=4)
         for k, off in ((0, args[1]), (1, args[2])):
             half = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
                                           ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(k, 2 * width, 2))))
-            builder.store(half, builder.bitcast(builder.gep(dp, [ints(off)]), ir.VectorType(f32, width).as_pointer()),
-                          align=4)
+            builder.store(half, builder.bitcast(builder.gep(dp, [_int64(builder, off)]),
+                                                ir.VectorType(f32, width).as_pointer()), align=4)
         return context.get_dummy_value()
     return sig, codegen
 
@@ -285,10 +292,8 @@ def _transpose8(typingctx, dst, d0, ds, src, s0, ss):
 
     def codegen(context, builder, sig, args):
         f32, vt, i64 = _ir_types()
-        ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
-        dp = context.make_array(sig.args[0])(context, builder, args[0]).data
-        sp = context.make_array(sig.args[3])(context, builder, args[3]).data
-        d0, ds, s0, ss = (ints(a) for a in (args[1], args[2], args[4], args[5]))
+        dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+        d0, ds, s0, ss = (_int64(builder, a) for a in (args[1], args[2], args[4], args[5]))
         at = lambda p, o, st, r: builder.bitcast(builder.gep(p, [builder.add(o, builder.mul(st, ir.Constant(i64, r)))]),
                                                  vt.as_pointer())                                       # noqa: E731
         shuf = lambda a, b, idx: builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), VL), idx))  # noqa: E731

@@ -1,9 +1,9 @@
 """kernels/cpu/convtile.py: float32 convolutions by register tiles, read in place from the padded input, against
-float64 references (numpy, no torch), for every row layout the kernels distinguish: output rows of 16 positions
-or a multiple (read in place, one image row per tile row), of 8 (two image rows), of 4, 2 and 1 (through
-panels), weight-gradient panels that cross images and a last partial one; kernels 3 wide (unrolled) and not;
-strides along the height and along the width (column planes), dilation, unequal padding, non-square kernels; output channel counts around the tiles'
-6 rows and 16 columns; one numba thread and two."""
+float64 references (numpy, no torch), for every row layout the kernels distinguish: output rows of 16 positions or a
+multiple (read in place, one image row per tile row), of 8 (two image rows), of 4, 2 and 1 (through panels), weight
+gradient panels that cross images and a last partial one; kernels 3 wide (unrolled) and not; strides along the
+height and along the width (column planes), dilation, unequal padding, non-square kernels; output channel counts
+around the tiles' 6 rows and 16 columns; one numba thread and two."""
 import numba
 import numpy as np
 import pytest
@@ -94,8 +94,8 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
                                rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("shape,S,pad", [((2, 3, 5, 16), 1, (1, 1)), ((2, 3, 5, 13), 1, (2, 0)), ((2, 2, 4, 9), 2, (1, 1)),
-                                         ((1, 2, 3, 10), 3, (0, 2))])
+@pytest.mark.parametrize("shape,S,pad", [((2, 3, 5, 16), 1, (1, 1)), ((2, 3, 5, 13), 1, (2, 0)),
+                                         ((2, 2, 4, 9), 2, (1, 1)), ((1, 2, 3, 10), 3, (0, 2))])
 def test_column_planes_hold_the_padded_columns_by_residue(shape, S, pad, threads):
     """planes(x)[n, c, p, h, q] = the zero-padded x at column S*q + p (numpy's copies on one thread, the `_fill`
     kernel's threads on two)."""
