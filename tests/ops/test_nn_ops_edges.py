@@ -577,3 +577,31 @@ def test_nll_loss_ignores_a_row_whatever_its_log_probabilities_and_float32_layer
     xhat = (x - mean) * rstd
     _close(got[1].numpy().astype(np.float64), (gy * xhat).sum(0), 1e-5)
     _close(got[2].numpy().astype(np.float64), gy.sum(0).astype(np.float64), 1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_of_large_values_shifts_by_the_maximum_on_each_path(dim):
+    """Values near 400 in float64: exp of the unshifted (or wrongly shifted, x + max ~ 800) value overflows, the
+    shifted one does not. dim 0 takes the numpy formula, dim 1 the row kernel."""
+    x = np.array([[400.0, 0.0, -3.0], [401.0, 1.5, 2.0]])
+    t = torch.tensor(x)
+
+    def ref(row):
+        m = max(row)
+        e = [math.exp(v - m) for v in row]
+        return [v / sum(e) for v in e], [v - m - math.log(sum(e)) for v in row]
+    cols = [ref(list(x[:, j] if dim == 0 else x[j, :])) for j in range(x.shape[1 - dim])]
+    want_s = np.array([c[0] for c in cols]).T if dim == 0 else np.array([c[0] for c in cols])
+    want_l = np.array([c[1] for c in cols]).T if dim == 0 else np.array([c[1] for c in cols])
+    np.testing.assert_allclose(F.softmax(t, dim).numpy(), want_s, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(F.log_softmax(t, dim).numpy(), want_l, rtol=1e-12)
+
+
+def test_batch_norm_in_training_takes_one_channel_of_two_values():
+    """[2, 1]: one channel, two values per channel, which is enough in training (the check counts values per
+    channel: size // C)."""
+    x = torch.tensor([[1.0], [3.0]], dtype=torch.float64)
+    y = F.batch_norm(x, None, None, training=True, eps=1e-5)
+    np.testing.assert_allclose(y.numpy(), [[-1 / math.sqrt(1 + 1e-5)], [1 / math.sqrt(1 + 1e-5)]], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel when training, got input size \(1, 1\)"):
+        F.batch_norm(torch.tensor([[1.0]]), None, None, training=True)
