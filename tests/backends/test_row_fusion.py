@@ -279,3 +279,27 @@ def test_softmax_of_an_input_finds_the_next_rows_max_in_its_exp_loop(par_min, mo
         assert "rmaximum(" in k.code, name
         if name.startswith("softmax"):
             assert "o0 = out0[b:b + T]" in k.code, name
+
+
+def test_segmented_rows_take_their_prange_variant_from_a_share_of_par_min(monkeypatch):
+    """Batch norm's rows (a channel's elements in every image: L segments) run kernel_par from PAR_MIN /
+    SEGMENTED_PAR_WEIGHT elements with two threads; layer norm's rows of the same size keep PAR_MIN."""
+    import numba
+    from tracejit.backends.numba_cpu import codegen, rowgen
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba runs one thread here")
+    monkeypatch.setattr(codegen, "PAR_MIN", 960 * rowgen.SEGMENTED_PAR_WEIGHT)     # 960: both programs' rows
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        variants = {}
+        for name, f, x in (("batch", lambda x: F.batch_norm(x, None, None, training=True) * 2,
+                            tracejit.randn(8, 4, 5, 6)),
+                           ("layer", lambda x: F.layer_norm(x, (240,)) * 2, tracejit.randn(4, 240))):
+            tf = tracejit.trace(f, backend="numba")
+            np.testing.assert_allclose(tf(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+            variants[name] = {disp.py_func.__name__ for _, ks, disp in tf.graph(x).entry.fwd_fn.kernels
+                              if ks.mode == "rows"}
+    finally:
+        numba.set_num_threads(before)
+    assert variants == {"batch": {"kernel_par"}, "layer": {"kernel"}}

@@ -133,7 +133,7 @@ def test_to_reads_the_device_keyword():
     x = torch.ones(2)
     assert x.to(device="cpu").device.type == "cpu"
     if not torch.cuda.is_available():
-        with pytest.raises(Exception):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
             x.to(device="cuda")
 
 

@@ -382,8 +382,9 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = norm_dim(dim, input.ndim)
     shape = tuple(input.shape)
-    known = math.prod(s for s in sizes if s != -1)
-    if (known != shape[d]) if -1 not in sizes else (list(sizes).count(-1) == 1 and (shape[d] % known if known else shape[d])):
+    known, free = math.prod(s for s in sizes if s != -1), list(sizes).count(-1)
+    divides = shape[d] % known == 0 if known else shape[d] == 0       # (two -1: _infer_shape's message)
+    if (free == 0 and known != shape[d]) or (free == 1 and not divides):
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
                            f"({shape[d]}) in the input tensor")
     sizes = _infer_shape(tuple(sizes), shape[d])

@@ -29,11 +29,6 @@ from ..scalar_code import const_namer, is_param, op_expression, operand_dtypes, 
 # elements from which the prange variant is used ("off": never; threads hurt on a busy 2-core machine)
 _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
-# row kernels of segmented rows (batch norm's: a channel's elements in every image) from PAR_MIN / ROWS_PAR_SHARE
-# elements: a convolutional network's batch-norm kernels (262k elements in the ResNet bench) sat serially between
-# two parallel convolutions (that step at two threads, AMD EPYC znver3, quiet: 17.8-19.0 -> 16.4-17.0 ms; the
-# GPT step's layer-norm and softmax rows, not segmented, measured 1-3% slower with it and keep PAR_MIN)
-ROWS_PAR_SHARE = 8
 CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
@@ -73,6 +68,7 @@ class KernelSource:
         self.extra_args = tuple(extra_args) + ((np.array(params, np.float64),) if params else ())
         self.n_params = 1 if params else 0
         self.size = size
+        self.par_weight = 1           # the prange variant runs from size * par_weight >= PAR_MIN (see rowgen)
         # (numpy dtype, length) of each scratch array the host passes after the inputs: kernels allocate nothing
         # (numba's np.empty/np.zeros compile ~0.1-0.2 s of overloads in every process); kernel_par allocates the
         # rows each of its tasks needs itself

@@ -4,7 +4,7 @@ convolutions kernels/cpu/convtile.py computes in place, into its zero-padded col
 the copy one `conv_columns` (`conv_planes`) node that both read. In the CNN bench's second convolution (64x16x8x8
 input, 3x3) the columns are 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25; the planes of the
 ResNet bench's 64x16x16x16 input 0.063 ms (0.090 at stride 2), beside its direct forward's 0.9 and weight
-gradient's 0.9.
+gradient's 0.9 (one thread, AMD EPYC znver3).
 A backend lowering after autodiff (the new nodes have no derivative), like gemm.py; the interpreter backend keeps
 the plain ops as the reference. The shared copies live from the forward to the weight gradient (columns kh*kw
 times the input's size): a graph shares at most BUDGET bytes of them (first come first served), the others are

@@ -103,9 +103,7 @@ class CompiledGraph:
         ks = generate(n, f"fused_{k}", fastmath, self._sources)
         mod = _cache.load_module(ks.code, "kernel")
         name = n.op.name
-        segmented = ks.mode == "rows" and ks.extra_args[1] > 1       # (R, L, T): batch norm's rows, L segments
-        par_min = codegen.PAR_MIN // codegen.ROWS_PAR_SHARE if segmented else codegen.PAR_MIN
-        if ks.size >= par_min and ks.parallel_ok and not _may_raise(n):
+        if ks.size * ks.par_weight >= codegen.PAR_MIN and ks.parallel_ok and not _may_raise(n):
             disp = _by_threads(mod)
             self.kernels.append((name, ks, mod.kernel_par if get_num_threads() > 1 else mod.kernel))
         else:

@@ -24,6 +24,12 @@ from ..scalar_code import const_namer, npname, op_expression, param_namer
 from .codegen import KernelSource, module_code, njit_flags, param_args, typed_calls
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
+# segmented rows (batch norm's: a channel's elements in every image) take their prange variant from PAR_MIN /
+# SEGMENTED_PAR_WEIGHT elements: the ResNet bench's batch-norm kernels (262k elements) ran serially between two
+# parallel convolutions (that step at two threads 17.8-19.0 -> 16.6-17.1 ms, AMD EPYC znver3, quiet). Rows of one
+# segment (layer norm's, softmax's) keep PAR_MIN: with this weight too the GPT bench step at two threads measured
+# 32.3-32.5 ms against 32.7-33.6 without (two runs each).
+SEGMENTED_PAR_WEIGHT = 8
 
 
 def generate_rows(node, name, fastmath=False):
@@ -72,9 +78,9 @@ class _RowKernel:
                 self.elem[id(v)] = (f"x{j} = in{j}[np.uint64(d{j} + c)]", ())
             elif kind == "full" and v.dtype.np == np.bool_ and self.L > 1:
                 # a loop reading bytes is vectorized 32 lanes wide: one of 16 (a 4x4 image's batch-norm mask) ran
-                # scalar, 7 ns an element; each segment's bools are copied to a float32 row first (2.4 ns). For
-                # every segment length: one kernel for every layer of a network (a copy only for short segments
-                # compiled one more kernel, +0.1 s on the ResNet bench's cold first step)
+                # scalar, 6.8 ns an element; each segment's bools are copied to a float32 row first (2.7 ns; one
+                # thread, AMD EPYC znver3). For every segment length: one kernel for every layer of a network (a
+                # copy only for short segments compiled one more kernel)
                 self.widened.append(j)
                 self.scratch.append((f"w{j}", np.float32))
                 self.elem[id(v)] = (f"x{j} = w{j}[c] != 0", ())
@@ -86,10 +92,13 @@ class _RowKernel:
         self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
             [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
         # scratch rows of one segment (T, not N): a row only summed, with L > 1 segments, is summed after each
-        # segment and stays in L1 (a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms);
+        # segment and stays in L1 (a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms,
+        # one thread, AMD EPYC znver3);
         # a widened bool operand's copy
         self.segmented = {t for t, _ in self.scratch if self.L > 1 and t in self.row_sums and t not in self.whole}
         self.segmented |= {f"w{j}" for j in self.widened}
+        summed = {f"{s} = rsum({t}, N)" for t, s in self.row_sums.items() if t in self.segmented}
+        self.row_stmts = {p: [s for s in st if s not in summed] for p, st in self.row_stmts.items()}
 
     def _bcast_row(self, j, shape):
         """d{j} = where row r of input j starts: the row index's digits over the kept dims, 0 where it broadcasts
@@ -232,12 +241,11 @@ class _RowKernel:
         loop = ["for c in range(T):"] + ["    " + ln for text in lines for ln in text.split("\n")]
         if self.L == 1:
             return loop
-        seg = [self.row_sums[t] for t, _ in ups if t in self.segmented]
+        seg = [(t, self.row_sums[t]) for t, _ in ups if t in self.segmented]    # summed after each segment
         widen = [f"    for c in range(T):\n        w{j}[c] = in{j}[np.uint64(b + c)]" for j in self.widened
                  if id(self.ins[j]) in need]
-        return [f"{s} = 0.0" for s in seg] + ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + \
-            widen + ["    " + ln for ln in loop] + [f"    {s} += rsum({t}, T)" for t, _ in ups if t in self.segmented
-                                                   for s in [self.row_sums[t]]]
+        return [f"{s} = 0.0" for _, s in seg] + ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + \
+            widen + ["    " + ln for ln in loop] + [f"    {s} += rsum({t}, T)" for t, s in seg]
 
     def kernel_fn(self, fname, rng, flags):
         kp_arg, kp_unpack = param_args(self.params)
@@ -254,9 +262,8 @@ class _RowKernel:
         lines += ["        " + s for s in self.block] + ["        for r in range(rlo, rhi):"]
         row = (["b = r * T", "e = 0"] + [f"p{j} = in{j}[b:b + T]" for j in sorted(self.row_slices)]
                if self.L == 1 else []) + self.row_stmts.get(0, [])
-        summed = {f"{s} = rsum({t}, N)" for t, s in self.row_sums.items() if t in self.segmented}
         for p in range(1, self.npass + 1):
-            row += self.inner_loop(p) + [s for s in self.row_stmts.get(p, []) if s not in summed]
+            row += self.inner_loop(p) + self.row_stmts.get(p, [])
         lines += ["            " + ln for text in row for ln in text.split("\n")]
         return "\n".join(lines)
 
@@ -272,6 +279,7 @@ class _RowKernel:
         ks = KernelSource(name, title, self.node, code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
                           [(dt, T if t in self.segmented else N) for t, dt in self.scratch])
         ks.parallel_ok = R > 1
+        ks.par_weight = SEGMENTED_PAR_WEIGHT if L > 1 else 1
         return ks
 
 
