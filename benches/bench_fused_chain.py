@@ -19,6 +19,7 @@ import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")      # jax on the CPU also where a GPU plugin is installed
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402

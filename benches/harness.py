@@ -29,6 +29,8 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     # size (one thread per core) and pin_threads() sets how many of them run, so a benchmark that gives every
     # system all cores (fused_chain) can give numba all of them too
     os.environ.setdefault(_v, "1")
+# the CPU benchmarks compare CPU code: jax with a GPU plugin installed would otherwise run on the GPU
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
 

@@ -16,6 +16,11 @@ _available = None
 
 
 def _numba_cuda():
+    import numpy as np
+    if not hasattr(np, "row_stack"):
+        # numba-cuda <= 0.30 registers an overload of np.row_stack (vstack's alias, removed in numpy 2.5) while it
+        # loads its typing registries, at the first kernel compile: without the alias no kernel compiles
+        np.row_stack = np.vstack
     from numba import cuda
     return cuda
 

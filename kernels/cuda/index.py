@@ -29,7 +29,8 @@ def take_kernel(dt):
 
 @functools.lru_cache(maxsize=None)
 def put_kernel(dt, accumulate):
-    """x[offs[i]] = v[vo + i] (or += atomically) for i < n."""
+    """x[offs[i]] = v[vo + i] (or += atomically) for i < n. Without accumulating, the offsets must be distinct
+    (which duplicate would win is up to the GPU's scheduling): `put` makes them so."""
     if accumulate:
         @cuda.jit
         def k(x, offs, v, vo, n):
@@ -55,16 +56,29 @@ def take(x, offs, out, oo, n):
 
 
 def put(x, offs, v, vo, n, accumulate):
-    if n:
-        launch(put_kernel(np.dtype(x.dtype).str, bool(accumulate)), blocks_for(n), TPB, x, offs, v, vo, n)
+    """x[offs[i]] = v[vo + i] (host int64 `offs`); a repeated offset takes its last value, as on the CPU, or the
+    sum of its values with `accumulate`."""
+    from numba import cuda
+    if not n:
+        return
+    offs = np.ascontiguousarray(offs, np.int64)
+    if not accumulate:
+        last = n - 1 - np.unique(offs[::-1], return_index=True)[1]
+        if last.size < n:
+            kept = cuda.device_array(last.size, v.dtype)
+            take(v, cuda.to_device(last + vo), kept, 0, last.size)
+            offs, v, vo, n = offs[last], kept, 0, last.size
+    launch(put_kernel(np.dtype(x.dtype).str, bool(accumulate)), blocks_for(n), TPB, x, cuda.to_device(offs), v, vo, n)
 
 
 @functools.lru_cache(maxsize=None)
 def along_dim_kernel(dt, idt, mode):
     """For each position c of the index tensor (shape `ishape`): t = x-offset of c with c[dim] = index[c].
 
-    mode "gather": out[i] = x[t]; "scatter": x[t] = src[c]; "scatter_add": x[t] += src[c] (atomic).
-    meta rows: 0 ishape, 1 index strides, 2 x strides, 3 src strides (0 for a scalar src)."""
+    mode "gather": out[i] = x[t]; "scatter_add": x[t] += src[c] (atomic); "scatter" in two launches, so that the
+    last position c writing to a t wins (as on the CPU, whatever order the GPU's threads run in): "claim" takes
+    owner[t] = max(owner[t], i) (atomic, owner = out: int64 filled with -1), then "scatter": x[t] = src[c] where
+    owner[t] == i. meta rows: 0 ishape, 1 index strides, 2 x strides, 3 src strides (0 for a scalar src)."""
     T = np.dtype(dt).type
 
     @cuda.jit
@@ -91,14 +105,17 @@ def along_dim_kernel(dt, idt, mode):
                 if mode == 0:
                     out[i] = x[xp]
                 elif mode == 1:
-                    x[xp] = T(src[sp])
-                else:
+                    if out[xp - xo] == i:
+                        x[xp] = T(src[sp])
+                elif mode == 2:
                     cuda.atomic.add(x, xp, T(src[sp]))
+                else:
+                    cuda.atomic.max(out, xp - xo, i)
             i += step
     return tag(k, "tracejit.kernels.cuda.index", "along_dim_kernel", np.dtype(dt).str, np.dtype(idt).str, mode)
 
 
-MODES = {"gather": 0, "scatter": 1, "scatter_add": 2}
+MODES = {"gather": 0, "scatter": 1, "scatter_add": 2, "claim": 3}
 
 
 def along_dim(mode, x, xo, index, io, src, so, out, meta, ndim, dim, size, n, err):

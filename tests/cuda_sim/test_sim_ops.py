@@ -145,6 +145,11 @@ def test_indexing_ops():
     _same(lambda x, v: torch.index_put(x, (torch.tensor([0, 2]),), v), _pair(3, 4), _pair(4, seed=1))
     _same(lambda x, v: torch.index_put(x, (torch.tensor([0, 0]),), v, accumulate=True), _pair(3, 4),
           _pair(4, seed=1))
+    # repeated targets without accumulating: the last write wins, as on the CPU (a GPU's thread order must not decide)
+    _same(lambda x, v: torch.index_put(x, (torch.tensor([0, 2, 0, 0]),), v), _pair(3, 4), _pair(4, 4, seed=1),
+          grad=False)
+    many = torch.zeros(3, 300, dtype=torch.int64)
+    _same(lambda x, s: torch.scatter(x, 1, many.to(x.device), s), _pair(3, 4), _pair(3, 300, seed=1), grad=False)
     with pytest.raises(RuntimeError, match="out of bounds"):
         torch.gather(torch.ones(2, 3).cuda(), 1, torch.tensor([[0, 5]]).cuda())
 

@@ -45,12 +45,9 @@ def _view_np(x, shape):
     """The aliasing reshape. Whether a view is legal is decided by `view()` from the strides eager mode has (a
     real array's, or a tracer's modelled ones: tracing/layout.py); a node of a compiled program computes the
     values, by a copy where the backend's array is laid out otherwise (its `contiguous` was elided, say)."""
-    out = x.view()
-    try:
-        out.shape = shape
-    except AttributeError:
-        return x.reshape(shape)
-    return out
+    from ..tracing.layout import reshape_view
+    out = reshape_view(x, shape)
+    return x.reshape(shape) if out is None else out
 
 
 def _view_error():
@@ -78,12 +75,8 @@ def _reshape_np(x, shape):
 def _viewable(arr, shape):
     if type(arr) is not np.ndarray and hasattr(arr, "try_view"):    # a device array (cuda)
         return arr.try_view(shape) is not None
-    v = arr.view()
-    try:
-        v.shape = shape
-    except AttributeError:
-        return False
-    return True
+    from ..tracing.layout import reshape_view
+    return reshape_view(arr, shape) is not None
 
 
 def _inverse(dims):

@@ -45,6 +45,26 @@ def strides_of(t):
     return lay if lay is not None else contiguous_strides(t._value.shape)
 
 
+_RESHAPE_COPY_KW = tuple(int(v) for v in np.__version__.split(".")[:2]) >= (2, 1)
+
+
+def reshape_view(a, shape):
+    """`a` reshaped to `shape` as a view sharing its memory, or None where its strides need a copy (numpy's own
+    rule). numpy >= 2.1 says so through reshape(copy=False); before, by assigning `.shape` to a view (which numpy
+    2.5 deprecates)."""
+    if _RESHAPE_COPY_KW:
+        try:
+            return np.reshape(a, shape, copy=False)
+        except ValueError:
+            return None
+    v = a.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        return None
+    return v
+
+
 def _stand_in(shape, strides):
     # itemsize 1: byte strides are element strides; nothing is ever read through it
     return np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), tuple(shape), tuple(strides))
@@ -53,12 +73,8 @@ def _stand_in(shape, strides):
 def view_strides(shape, strides, new_shape):
     """The strides of `view(new_shape)` of a tensor with these strides, or None where eager mode's view
     fails ("view size is not compatible with input tensor's size and stride")."""
-    v = _stand_in(shape, strides).view()
-    try:
-        v.shape = tuple(new_shape)
-    except AttributeError:
-        return None
-    return v.strides
+    v = reshape_view(_stand_in(shape, strides), tuple(new_shape))
+    return None if v is None else v.strides
 
 
 def view_op_window(op, shape, attrs):

@@ -146,13 +146,10 @@ class CudaArray(DeviceArray):
         shape = tuple(shape)
         if self.contiguous:
             return CudaArray(self.buf, shape, None, self.offset)
+        from ...tracing.layout import reshape_view
         base = self._stand_in()
-        v = base.view()
-        try:
-            v.shape = shape
-        except AttributeError:
-            return None
-        return self._from_stand_in(base, v)
+        v = reshape_view(base, shape)
+        return None if v is None else self._from_stand_in(base, v)
 
     def reshape(self, shape):
         if isinstance(shape, int):

@@ -447,7 +447,7 @@ def index_backward(g, *idx, shape, spec):
     offs = _offsets(z, spec, idx)
     gv = A.empty(offs.shape, g.dtype)
     A.copy_into(gv, g)
-    put(z.buf, _upload_i64(offs.reshape(-1)), gv.buf, 0, offs.size, True)
+    put(z.buf, offs.reshape(-1), gv.buf, 0, offs.size, True)
     return z
 
 
@@ -467,7 +467,7 @@ def index_put(x, v, *idx, spec, accumulate):
     offs = _offsets(out, spec, idx)
     vals = A.empty(offs.shape, x.dtype)
     A.copy_into(vals, v)
-    put(out.buf, _upload_i64(offs.reshape(-1)), vals.buf, 0, offs.size, accumulate)
+    put(out.buf, offs.reshape(-1), vals.buf, 0, offs.size, accumulate)
     return out
 
 
@@ -531,7 +531,13 @@ def scatter(x, index, src, dim, reduce=None, _check=True):
         src = A.from_host(np.asarray(src, x.dtype).reshape(()))
     elif src.dtype != x.dtype:
         src = _cast(src, x.dtype)
-    _along_dim("scatter_add" if reduce else "scatter", out, index, src, dim, None, _check)
+    if reduce:
+        _along_dim("scatter_add", out, index, src, dim, None, _check)
+        return out
+    owner = A.empty((max(out.size, 1),), np.int64)      # which index position writes each element: the last
+    owner.fill(-1)
+    _along_dim("claim", out, index, src, dim, owner, _check)
+    _along_dim("scatter", out, index, src, dim, owner, False)
     return out
 
 
@@ -545,4 +551,4 @@ def setitem(x, key, value):
     offs = _key_offsets(x, tuple(_host_index(k) if isinstance(k, (np.ndarray, CudaArray)) else k for k in key))
     vals = A.empty(offs.shape, x.dtype)
     A.copy_into(vals, value if not (isinstance(value, np.ndarray) and value.ndim) else A.from_host(value))
-    put(x.buf, _upload_i64(offs.reshape(-1)), vals.buf, 0, offs.size, False)
+    put(x.buf, offs.reshape(-1), vals.buf, 0, offs.size, False)

@@ -1,0 +1,43 @@
+#!/bin/bash
+# The CUDA checks on a machine with an NVIDIA GPU and numba-cuda installed, from the repository root:
+#   bash tests/cuda/gpu_check.sh [OUTDIR]
+# 1. the machine (GPU, CPU model and vector ISA, LLVM host CPU, package versions);
+# 2. tests/cuda_sim on the real GPU (TRACEJIT_TEST_GPU=1; the same tests the simulator runs, at the same sizes);
+# 3. benches/bench_gpu.py (fused chain vs the copy roof, MLP step eager vs traced on the GPU);
+# 4. on a CPU with AVX-512: the CPU chain benches with the AVX-512 kernels and forced to AVX2
+#    (TRACEJIT_VECTOR_BITS=256), against jax.jit on the CPU (issue 18's measurements).
+# Nothing is installed: the checkout is put on PYTHONPATH. Logs go to OUTDIR (default ./gpu_check_out).
+OUT=${1:-gpu_check_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 TRACEJIT_CACHE_DIR=${TRACEJIT_CACHE_DIR:-/tmp/tj_cache}
+PY=${PY:-python3}
+{
+  nvidia-smi -L
+  lscpu | grep -E "^Model name|^CPU\(s\)"
+  grep -o -w -E "avx2|avx512f|avx512_bf16|amx_tile" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  $PY - <<'PYEOF'
+import numpy, numba, llvmlite, llvmlite.binding as ll
+try:
+    import numba_cuda; nc = numba_cuda.__version__
+except Exception as e:
+    nc = f"none ({e})"
+print("numpy", numpy.__version__, "numba", numba.__version__, "llvmlite", llvmlite.__version__, "numba-cuda", nc)
+print("LLVM host CPU", ll.get_host_cpu_name())
+import tracejit
+print("cuda available", tracejit.cuda.is_available(), "simulator", tracejit.cuda.simulator())
+PYEOF
+} 2>&1 | tee "$OUT/machine.txt"
+echo "== tests/cuda_sim on the GPU"
+TRACEJIT_TEST_GPU=1 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -o addopts= -p no:cacheprovider -n ${WORKERS:-8} \
+  -W ignore::RuntimeWarning tests/cuda_sim 2>&1 | tee "$OUT/cuda_tests.log" | tail -40
+echo "== benches/bench_gpu.py"
+timeout ${BENCH_TIMEOUT:-150} $PY benches/bench_gpu.py 2>&1 | tee "$OUT/bench_gpu.log" | tail -40
+if grep -q -w avx512f /proc/cpuinfo && [ -z "$NO_CPU" ]; then
+  for bits in 512 256; do
+    echo "== CPU chains, TRACEJIT_VECTOR_BITS=$bits"
+    TRACEJIT_VECTOR_BITS=$bits timeout ${CPU_TIMEOUT:-150} $PY -m tracejit bench long_chains --compare jax \
+      --json "$OUT/long_chains_$bits.json" 2>&1 | tee "$OUT/long_chains_$bits.log" | tail -24
+    TRACEJIT_VECTOR_BITS=$bits timeout ${CPU_TIMEOUT:-150} $PY benches/bench_fused_chain.py --sizes 4M,16M 2>&1 \
+      | tee "$OUT/fused_chain_$bits.log" | tail -20
+  done
+fi
