@@ -229,7 +229,7 @@ def _grouped_grad(g, groups):
 def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
     from . import convtile
     if _direct(g, w, convtile.direct_input_grad, groups, stride, padding, dilation, w.shape[2:], input_shape[2:]):
-        return convtile.input_grad(g, w, padding, dilation)
+        return convtile.input_grad(g, w, input_shape, tuple(stride), padding, dilation)
     N, C, H, W = input_shape
     O, Cg, kh, kw = w.shape
     OH, OW = g.shape[2], g.shape[3]

@@ -52,6 +52,9 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 5, 8, 9, 9, (3, 3), (2, 2), (1, 1), (1, 1)),         # stride 2, odd width, rows of 4 through panels
     (2, 3, 16, 32, 5, (2, 2), (2, 2), (0, 0), (1, 1)),       # stride 2, a 2-wide kernel: panels
     (1, 2, 12, 48, 4, (3, 3), (1, 3), (1, 1), (1, 2)),       # stride 3, dilation 2: taps in planes 0, 2, 1
+    (2, 16, 8, 8, 32, (1, 1), (2, 2), (0, 0), (1, 1)),       # 1x1 stride 2 (a downsample): input gradient direct
+    (2, 4, 15, 15, 5, (3, 3), (2, 2), (1, 1), (1, 1)),       # stride 2, odd input: the last taps fall past it
+    (2, 4, 18, 18, 6, (3, 3), (2, 2), (0, 0), (1, 1)),       # stride 2, no padding: the last input row unread
 ]
 
 
@@ -83,9 +86,9 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
         np.testing.assert_allclose(convtile.forward(x, w, b, stride, padding, dilation), y, **tol)
         np.testing.assert_allclose(convtile.weight_grad(x, g, w.shape, stride, padding, dilation), gw,
                                    rtol=1e-4, atol=1e-4 * np.sqrt(N * OH * OW))
-        if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
-            np.testing.assert_allclose(convtile.input_grad(g, w, padding, dilation), gx, rtol=1e-4,
-                                       atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
+    if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
+        np.testing.assert_allclose(convtile.input_grad(g, w, x.shape, stride, padding, dilation), gx, rtol=1e-4,
+                                   atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
     # the public entry points, whichever path they take, agree with the same reference
     np.testing.assert_allclose(conv.conv2d_forward(x, w, stride, padding, dilation, 1, b), y, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(conv.conv2d_input_grad(g, w, x.shape, stride, padding, dilation, 1), gx,
@@ -108,8 +111,9 @@ def test_column_planes_hold_the_padded_columns_by_residue(shape, S, pad, threads
 
 
 def test_which_convolutions_run_direct():
-    """float32, one group, more than one tap, rows that tile by 16, any strides; the input gradient also needs
-    stride 1 and a padding below the kernel's reach (g padded, never cropped)."""
+    """float32, one group, more than one tap, rows that tile by 16, any strides; the input gradient of stride 1
+    needs a padding below the kernel's reach (g padded, never cropped); a strided one, g's rows tiling by 16 (any
+    kernel, 1x1 too)."""
     d = convtile.direct
     assert d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (16, 16))
     assert d(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 16))
@@ -123,8 +127,13 @@ def test_which_convolutions_run_direct():
     assert d(np.float32, 1, (1, 1), (0, 0), (1, 1), (1, 2), (16, 16))
     di = convtile.direct_input_grad
     assert di(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (8, 8))
-    assert not di(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 8))
-    assert not di(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (8, 8))
+    assert di(np.float32, 1, (2, 1), (1, 1), (1, 1), (3, 3), (8, 8))            # g 4 x 8
+    assert di(np.float32, 1, (2, 2), (0, 0), (1, 1), (1, 1), (16, 16))          # g 8 x 8, a 1x1 kernel
+    assert di(np.float32, 1, (1, 2), (1, 1), (1, 1), (3, 3), (8, 8))            # g 8 x 4: two rows a tile row
+    assert not di(np.float32, 1, (2, 2), (1, 1), (1, 1), (3, 3), (6, 16))       # g 3 x 8: 24 positions
+    assert not di(np.float32, 1, (2, 2), (1, 1), (1, 1), (3, 3), (24, 24))      # g rows of 12
+    assert not di(np.float64, 1, (2, 2), (1, 1), (1, 1), (3, 3), (16, 16))
+    assert not di(np.float32, 2, (2, 2), (1, 1), (1, 1), (3, 3), (16, 16))
     assert not di(np.float32, 1, (1, 1), (3, 1), (1, 1), (3, 3), (8, 8))       # padding 3 > reach 2 of a 3x3
 
 

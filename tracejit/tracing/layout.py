@@ -50,8 +50,11 @@ _RESHAPE_COPY_KW = tuple(int(v) for v in np.__version__.split(".")[:2]) >= (2, 1
 
 def reshape_view(a, shape):
     """`a` reshaped to `shape` as a view sharing its memory, or None where its strides need a copy (numpy's own
-    rule). numpy >= 2.1 says so through reshape(copy=False); before, by assigning `.shape` to a view (which numpy
-    2.5 deprecates)."""
+    rule). A C-contiguous array's reshape always is one (the common case, and the cheap call: 0.3 us against
+    1.3 for reshape(copy=False)); otherwise numpy >= 2.1 says so through reshape(copy=False), older ones by
+    assigning `.shape` to a view (which numpy 2.5 deprecates)."""
+    if a.flags.c_contiguous:
+        return a.reshape(shape)
     if _RESHAPE_COPY_KW:
         try:
             return np.reshape(a, shape, copy=False)
