@@ -481,7 +481,7 @@ def loop_dims(shape, bcast_shapes, reduced, strided=()):
 
 
 def njit_flags(fastmath):
-    return "cache=True, nogil=True, error_model='numpy'" + (", fastmath=True" if fastmath else "")
+    return "cache=True, nogil=True, error_model='numpy', no_cfunc_wrapper=True" + (", fastmath=True" if fastmath else "")
 
 
 def header(title, node):
