@@ -562,6 +562,24 @@ _panel = _SEQ["_panel"]
 _PAR = {}
 
 
+_forward_seq, _weight_grad_seq, _input_grad_cols_seq = _SEQ["_forward"], _SEQ["_weight_grad"], _SEQ["_input_grad_cols"]
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _both_grads(gxp, wt, nobias, kh, kw, dh, dw, gx, xp, g, sh, sw, ph, pw, gw):
+    """A convolution's input gradient (into gx) and weight gradient (into gw) at once, one thread each, each
+    kernel serial: gxp, wt are the padded g's planes and the flipped weights of a stride-1 convolution (the
+    forward kernel computes its input gradient), or g and the weights (O, K) of a strided one (`_input_grad_cols`)
+    where gxp is None."""
+    for k in prange(2):
+        if k == 1:
+            _weight_grad_seq(xp, g, kh, kw, sh, dh, dw, 1, gw)
+        elif gxp is None:
+            _input_grad_cols_seq(g, wt, kh, kw, sh, sw, ph, pw, dh, dw, gx)
+        else:
+            _forward_seq(gxp, wt, nobias, kh, kw, 1, dh, dw, gx)
+
+
 PAR_MIN = 1 << 22     # multiply-adds from which a convolution runs its prange variant (when numba has threads)
 FILL_WORK = 16        # `planes` copies with threads from PAR_MIN / FILL_WORK elements (256k) up
 
@@ -620,18 +638,49 @@ def forward(x, w, bias, stride, padding, dilation):
     return forward_from_planes(planes(x, stride, padding), w, bias, stride, dilation, out_size)
 
 
+def _input_grad_args(g, w, stride, padding, dilation):
+    """What the input gradient's kernel reads: (g's padded planes, the flipped weights (C, O*kh*kw)) for a stride-1
+    convolution, the forward of the padded g; (None, the weights (O, K)) for a strided one, `_input_grad_cols`
+    of g itself."""
+    O, C, kh, kw = w.shape
+    w = np.asarray(w, np.float32)
+    if stride != (1, 1):
+        return None, np.ascontiguousarray(w).reshape(O, -1)
+    wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
+    return planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])), wt
+
+
 def input_grad(g, w, input_shape, stride, padding, dilation):
     """The input gradient of a convolution (see `direct_input_grad`)."""
     O, C, kh, kw = w.shape
-    if stride != (1, 1):
-        out = np.empty(input_shape, np.float32)
-        _kernel("_input_grad_cols", g.size * C * kh * kw)(
-            np.ascontiguousarray(g, np.float32), np.ascontiguousarray(w, np.float32).reshape(O, -1), kh, kw,
-            stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out)
-        return out
-    wt = np.ascontiguousarray(np.asarray(w, np.float32)[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    pads = (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])
-    return forward(g, wt, None, (1, 1), pads, dilation)
+    g = np.ascontiguousarray(g, np.float32)
+    gxp, wt = _input_grad_args(g, w, stride, padding, dilation)
+    out = np.empty(input_shape, np.float32)
+    if gxp is None:
+        _kernel("_input_grad_cols", g.size * C * kh * kw)(g, wt, kh, kw, stride[0], stride[1], padding[0],
+                                                          padding[1], dilation[0], dilation[1], out)
+    else:
+        _kernel("_forward", out.size * O * kh * kw)(gxp, wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out)
+    return out
+
+
+_NOBIAS = np.zeros(0, np.float32)
+
+
+def grads_from_planes(xp, g, w, input_shape, stride, padding, dilation):
+    """(input gradient, weight gradient) of a convolution both of whose gradients run here, from its input's
+    planes xp: where numba has threads, the two at once on two of them (`_both_grads`), which scales better
+    than each split over the threads in turn (their kernels gain 1.5-1.7x from a second thread, AMD EPYC znver3)."""
+    O, C, kh, kw = w.shape
+    if numba.get_num_threads() < 2 or g.size * C * kh * kw < PAR_MIN:
+        return input_grad(g, w, input_shape, stride, padding, dilation), \
+            weight_grad_from_planes(xp, g, w.shape, stride, dilation)
+    g = np.ascontiguousarray(g, np.float32)
+    gxp, wt = _input_grad_args(g, w, stride, padding, dilation)
+    gx, gw = np.empty(input_shape, np.float32), np.empty((O, C * kh * kw), np.float32)
+    _both_grads(gxp, wt, _NOBIAS, kh, kw, dilation[0], dilation[1], gx, xp, g, stride[0], stride[1], padding[0],
+                padding[1], gw)
+    return gx, gw.reshape(w.shape)
 
 
 def weight_grad(x, g, weight_shape, stride, padding, dilation):
