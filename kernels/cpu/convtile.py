@@ -199,23 +199,32 @@ _outer_rows, _outer_rows_add, _outer_rows3 = _rows(0), _rows(1), _rows(0, 3)
 _outer_rows_add16, _outer_rows_add8, _outer_rows_add4 = _rows(1, 16), _rows(1, 8), _rows(1, 4)
 
 
-@intrinsic(prefer_literal=True)
-def _move(typingctx, dst, d0, src, s0, n):
-    """dst[d0 : d0+n] = src[s0 : s0+n] as one vector load and store; n a literal (float32 arrays, unchecked)."""
-    width = _literal(n)
-    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
-        return None
-    sig = types.void(dst, d0, src, s0, n)
+def _width(n, *arrays):
+    """The literal n where every array is float32 (what the vector intrinsics below take), else None."""
+    w = _literal(n)
+    return w if w is not None and all(isinstance(t, types.Array) and t.dtype == types.float32 for t in arrays) \
+        else None
 
-    def codegen(context, builder, sig, args):
-        f32, _, i64 = _ir_types()
-        vt = ir.VectorType(f32, width).as_pointer()
-        d, s = [builder.gep(context.make_array(sig.args[k])(context, builder, args[k]).data,
-                            [builder.sext(args[k + 1], i64) if args[k + 1].type.width < 64 else args[k + 1]])
-                for k in (0, 2)]
-        builder.store(builder.load(builder.bitcast(s, vt), align=4), builder.bitcast(d, vt), align=4)
-        return context.get_dummy_value()
-    return sig, codegen
+
+def _vector_move(add):
+    @intrinsic(prefer_literal=True)
+    def move(typingctx, dst, d0, src, s0, n):
+        width = _width(n, dst, src)
+        if width is None:
+            return None
+
+        def codegen(context, builder, sig, args):
+            d, s = [_vptr(builder, _data(context, builder, sig, args, k), args[k + 1], width) for k in (0, 2)]
+            v = builder.load(s, align=4)
+            builder.store(builder.fadd(builder.load(d, align=4), v) if add else v, d, align=4)
+            return context.get_dummy_value()
+        return types.void(dst, d0, src, s0, n), codegen
+    return move
+
+
+# dst[d0 : d0+n] = src[s0 : s0+n], and dst[d0 : d0+n] += src[s0 : s0+n], as vectors; n a literal (float32
+# arrays, unchecked)
+_move, _addv = _vector_move(False), _vector_move(True)
 
 
 def _tap(j, dw, S, plane):
@@ -259,6 +268,11 @@ def _int64(builder, v):
     return builder.sext(v, ir.IntType(64)) if v.type.width < 64 else v
 
 
+def _vptr(builder, p, off, width):
+    """The float pointer p advanced by `off` floats, as a pointer to a vector of `width` floats."""
+    return builder.bitcast(builder.gep(p, [_int64(builder, off)]), ir.VectorType(ir.FloatType(), width).as_pointer())
+
+
 def _data(context, builder, sig, args, k):
     """The data pointer of the array argument k of an intrinsic."""
     return context.make_array(sig.args[k])(context, builder, args[k]).data
@@ -268,39 +282,18 @@ def _data(context, builder, sig, args, k):
 def _split2(typingctx, dst, d0, d1, src, s0, n):
     """dst[d0 : d0+n] = src[s0 : s0+2n : 2] and dst[d1 : d1+n] = src[s0+1 : s0+2n : 2]: one vector load, two shuffles,
     two stores; n a literal (float32 arrays, unchecked)."""
-    width = _literal(n)
-    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+    width = _width(n, dst, src)
+    if width is None:
         return None
     sig = types.void(dst, d0, d1, src, s0, n)
 
     def codegen(context, builder, sig, args):
-        f32 = ir.FloatType()
         dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
-        v = builder.load(builder.bitcast(builder.gep(sp, [_int64(builder, args[4])]),
-                                         ir.VectorType(f32, 2 * width).as_pointer()), align=4)
+        v = builder.load(_vptr(builder, sp, args[4], 2 * width), align=4)
         for k, off in ((0, args[1]), (1, args[2])):
             half = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
                                           ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(k, 2 * width, 2))))
-            builder.store(half, builder.bitcast(builder.gep(dp, [_int64(builder, off)]),
-                                                ir.VectorType(f32, width).as_pointer()), align=4)
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-@intrinsic(prefer_literal=True)
-def _addv(typingctx, dst, d0, src, s0, n):
-    """dst[d0 : d0+n] += src[s0 : s0+n] as vectors; n a literal (float32 arrays, unchecked)."""
-    width = _literal(n)
-    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
-        return None
-    sig = types.void(dst, d0, src, s0, n)
-
-    def codegen(context, builder, sig, args):
-        vt = ir.VectorType(ir.FloatType(), width).as_pointer()
-        d = builder.bitcast(builder.gep(_data(context, builder, sig, args, 0), [_int64(builder, args[1])]), vt)
-        v = builder.load(builder.bitcast(builder.gep(_data(context, builder, sig, args, 2), [_int64(builder, args[3])]),
-                                         vt), align=4)
-        builder.store(builder.fadd(builder.load(d, align=4), v), d, align=4)
+            builder.store(half, _vptr(builder, dp, off, width), align=4)
         return context.get_dummy_value()
     return sig, codegen
 
@@ -309,20 +302,17 @@ def _addv(typingctx, dst, d0, src, s0, n):
 def _merge2(typingctx, dst, d0, src, s0, s1, n):
     """dst[d0 : d0+2n : 2] = src[s0 : s0+n] and dst[d0+1 : d0+2n : 2] = src[s1 : s1+n] (`_split2` undone): two
     vector loads, one shuffle, one store; n a literal (float32 arrays, unchecked)."""
-    width = _literal(n)
-    if width is None or not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (dst, src)):
+    width = _width(n, dst, src)
+    if width is None:
         return None
     sig = types.void(dst, d0, src, s0, s1, n)
 
     def codegen(context, builder, sig, args):
-        f32 = ir.FloatType()
         sp = _data(context, builder, sig, args, 2)
-        a, b = [builder.load(builder.bitcast(builder.gep(sp, [_int64(builder, o)]), ir.VectorType(f32, width).as_pointer()),
-                             align=4) for o in (args[3], args[4])]
+        a, b = [builder.load(_vptr(builder, sp, o, width), align=4) for o in (args[3], args[4])]
         idx = [k // 2 + (k % 2) * width for k in range(2 * width)]
         v = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), idx))
-        builder.store(v, builder.bitcast(builder.gep(_data(context, builder, sig, args, 0), [_int64(builder, args[1])]),
-                                         ir.VectorType(f32, 2 * width).as_pointer()), align=4)
+        builder.store(v, _vptr(builder, _data(context, builder, sig, args, 0), args[1], 2 * width), align=4)
         return context.get_dummy_value()
     return sig, codegen
 
