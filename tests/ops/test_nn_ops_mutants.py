@@ -164,7 +164,7 @@ def test_batch_norm_of_float16_computes_its_statistics_in_float32():
         y, mean, _ = _native_batch_norm(torch.tensor(rows.astype(np.float16)), training=True, eps=1e-5)
         assert y.dtype is torch.float16
         ry, rmean, _, _ = _bn_ref(x)
-        _close(y, ry, 2e-3)
+        _close(y, ry, 5e-3)                # (float16: a few units in the last place)
         _close(mean, rmean, 1e-3)
 
 
