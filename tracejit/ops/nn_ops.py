@@ -251,7 +251,7 @@ def _prep(input, dim, dtype):
         input = input.to(D.get_default_dtype())
     if dim is None:
         dim = 0 if input.ndim in (0, 1, 3) else 1  # PyTorch's legacy implicit dim
-    return input, (norm_dim(dim, input.ndim) if input.ndim else 0)
+    return input, norm_dim(dim, input.ndim)     # (a 0-d input takes dim 0 or -1, as PyTorch)
 
 
 def softmax(input, dim=None, dtype=None):
