@@ -571,7 +571,9 @@ def _both_grads(gxp, wt, nobias, kh, kw, dh, dw, gx, xp, g, sh, sw, ph, pw, gw):
 
 
 PAR_MIN = 1 << 22     # multiply-adds from which a convolution runs its prange variant (when numba has threads)
-FILL_WORK = 16        # `planes` copies with threads from PAR_MIN / FILL_WORK elements (256k) up
+FILL_SHARE = 16       # `planes` copies with threads from PAR_MIN * FILL_SHARE elements (64M) up: two threads copied
+#                       slower than one at every size measured (262k elements 0.065 vs 0.134 ms, 4M 1.43 vs 1.68; AMD
+#                       EPYC znver3, 2 cores, quiet): the copy is bound by memory, not by a core
 
 
 def _kernel(name, macs):
@@ -595,11 +597,11 @@ def planes(x, stride, padding):
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
     (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). By `_fill`: a 64x16x16x16
     input in 0.063 ms (S = 1) and 0.090 (S = 2); numpy's padding copies took 0.13 and 0.20 (one thread, AMD EPYC
-    znver3), its prange variant from PAR_MIN / FILL_WORK elements where numba has threads."""
+    znver3), its prange variant only for very large inputs (FILL_SHARE)."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
     xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
-    _kernel("_fill", x.size * FILL_WORK)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
+    _kernel("_fill", x.size // FILL_SHARE)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
     return xp
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from .._dtype import dtype as _dtype_cls
 from ..autograd.graph import node_class
 from .registry import AVal, apply, defop, norm_dim, norm_dims, OPS
+from ..tracing.layout import reshape_view
 
 
 def _infer_shape(shape, numel):
@@ -45,7 +46,6 @@ def _view_np(x, shape):
     """The aliasing reshape. Whether a view is legal is decided by `view()` from the strides eager mode has (a
     real array's, or a tracer's modelled ones: tracing/layout.py); a node of a compiled program computes the
     values, by a copy where the backend's array is laid out otherwise (its `contiguous` was elided, say)."""
-    from ..tracing.layout import reshape_view
     out = reshape_view(x, shape)
     return x.reshape(shape) if out is None else out
 
@@ -75,7 +75,6 @@ def _reshape_np(x, shape):
 def _viewable(arr, shape):
     if type(arr) is not np.ndarray and hasattr(arr, "try_view"):    # a device array (cuda)
         return arr.try_view(shape) is not None
-    from ..tracing.layout import reshape_view
     return reshape_view(arr, shape) is not None
 
 

@@ -300,7 +300,7 @@ class TracedFunction:
         outs = entry.fwd_fn(arrays)
         n = entry.n_out
         user = [Tensor._wrap(a) for a in outs[:n]] if n != 1 else [Tensor._wrap(outs[0])]
-        k = n
+        k, arg_ids = n, None
         for src, kind in entry.writeback:
             t = src if kind in ("adopt", "escaped") else ts[src]
             if kind == "grad_none":
@@ -318,7 +318,9 @@ class TracedFunction:
             elif kind == "escaped":
                 t._data, t._value = (np.array(a) if isinstance(a, np.ndarray) else a.copy()), None
             else:
-                t._grad = Tensor._wrap(a.copy() if any(a is x for x in arrays) else a)
+                if arg_ids is None:
+                    arg_ids = set(map(id, arrays))
+                t._grad = Tensor._wrap(a.copy() if id(a) in arg_ids else a)
         if entry.bwd_fn is not None and STATE.grad_enabled:
             diff = [ts[i] for i in entry.diff_inputs]
             if any(t._requires_grad for t in diff):
