@@ -1,0 +1,185 @@
+"""Surviving mutants of tracejit/ops/linalg.py after test_linalg_edges.py (issue 23), killed one by one: a gradient
+of one operand when the other needs none, matmul's node for two vectors, its squeezes and messages, the weight
+gradient's layout (what a hook on w.t() sees, as in PyTorch), einsum's diagonals when fresh subscripts run short.
+Torch-free: the references are float64 sums written out here."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+_rng = np.random.default_rng(2323)
+
+
+def _mm(a, b):
+    return (np.asarray(a)[..., :, :, None] * np.asarray(b)[..., None, :, :]).sum(-2)
+
+
+def _t(a, requires_grad=False, dtype=np.float64):
+    return tj.tensor(np.asarray(a, dtype), requires_grad=requires_grad)
+
+
+def _close(got, want, tol=1e-12):
+    np.testing.assert_allclose(np.asarray(got.detach().numpy() if hasattr(got, "detach") else got), want,
+                               rtol=tol, atol=tol)
+
+
+# ----------------------------------------------------------------------------- matmul
+
+
+@pytest.mark.parametrize("sa, sb", [((2, 3), (3, 4)), ((2, 5, 3), (3, 4)), ((2, 5, 3), (2, 3, 4)), ((3,), (3, 4))])
+def test_matmul_gradient_of_one_operand_when_the_other_needs_none(sa, sb):
+    a, b = _rng.standard_normal(sa), _rng.standard_normal(sb)
+    g = _rng.standard_normal(np.matmul(a, b).shape)
+    at = _t(a, True)
+    (tj.matmul(at, _t(b)) * _t(g)).sum().backward()
+    a2, g2 = (a[None], g[..., None, :]) if a.ndim == 1 else (a, g)
+    ga = _mm(g2, np.swapaxes(b, -1, -2))
+    _close(at.grad, ga.sum(tuple(range(ga.ndim - a2.ndim))).reshape(a.shape))
+    bt = _t(b, True)
+    (tj.matmul(_t(a), bt) * _t(g)).sum().backward()
+    gb = _mm(np.swapaxes(a2, -1, -2), g2)
+    _close(bt.grad, gb.sum(tuple(range(gb.ndim - b.ndim))))
+
+
+def test_matmul_of_two_vectors_is_a_dot_node_and_of_a_matrix_and_a_vector_an_mv_node():
+    v, w, m = (_t(_rng.standard_normal(s), True) for s in ((3,), (3,), (2, 3)))
+    out = tj.matmul(v, w)
+    assert out.grad_fn.name() == "DotBackward0" and out.shape == ()
+    out.backward()
+    _close(v.grad, w.detach().numpy())
+    assert tj.matmul(m, v).grad_fn.name() == "MvBackward0"
+
+
+def test_matmul_squeezes_only_the_vectors_dim():
+    v = _rng.standard_normal(3)
+    b = _rng.standard_normal((1, 3, 4))
+    out = tj.matmul(_t(v), _t(b))                        # [3] @ [1, 3, 4] -> [1, 4], the batch dim kept
+    assert tuple(out.shape) == (1, 4)
+    _close(out, _mm(v[None], b)[:, 0])
+    a = _rng.standard_normal((1, 1, 3))
+    out = tj.matmul(_t(a), _t(v))                        # [1, 1, 3] @ [3] -> [1, 1]
+    assert tuple(out.shape) == (1, 1)
+    _close(out, _mm(a, v[:, None])[..., 0])
+    out = tj.matmul(_t(np.ones((1, 1, 3))), _t(np.ones((1, 3, 1))))
+    assert tuple(out.shape) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("sb", [(4, 5), (4, 1)])
+def test_matmul_of_a_vector_by_a_mismatched_matrix_names_the_vector_as_one_row(sb):
+    # PyTorch 2.13: [3] @ [4, N] is unsqueeze(0).mm: "(1x3 and 4xN)"
+    with pytest.raises(RuntimeError, match=rf"^mat1 and mat2 shapes cannot be multiplied \(1x3 and 4x{sb[1]}\)$"):
+        tj.matmul(tj.ones(3), tj.ones(*sb))
+
+
+def test_matmul_dtype_message_for_a_vector_and_a_matrix():
+    with pytest.raises(RuntimeError, match=r"^expected m1 and m2 to have the same dtype, but got: "):
+        tj.matmul(tj.ones(3), tj.ones(3, 4, dtype=tj.float64))
+
+
+# ----------------------------------------------------------------------------- the weight gradient's layout
+
+
+def _grad_strides_seen(make, b):
+    seen = []
+    b.register_hook(lambda g: seen.append(g.numpy().strides))
+    make(b).sum().backward()
+    return seen[0]
+
+
+def test_weight_gradient_arrives_in_the_transposed_weights_layout_as_in_pytorch():
+    # PyTorch's mm backward computes mat2's gradient in mat2's layout: for w.t() of a row-major w, column-major (what
+    # a hook on w.t() sees), so that w's own gradient is row-major with no copy; for a row-major mat2, row-major
+    x, x3 = _t(_rng.standard_normal((5, 3))), _t(_rng.standard_normal((2, 5, 3)))
+    bias = _t(np.zeros(4))
+    for make in (lambda b: tj.addmm(bias, x, b), lambda b: tj.matmul(x3, b)):
+        w = _t(_rng.standard_normal((4, 3)), True)
+        assert _grad_strides_seen(make, w.t()) == (8, 24)               # [3, 4] column-major
+        assert w.grad.numpy().strides == (24, 8)
+        w2 = _t(_rng.standard_normal((3, 4)), True)                     # a row-major mat2
+        assert _grad_strides_seen(make, w2 * 1.0) == (32, 8)
+    w = _t(_rng.standard_normal((4, 3)), True)
+    g = _rng.standard_normal((2, 5, 4))
+    (tj.matmul(x3, w.t()) * _t(g)).sum().backward()
+    _close(w.grad, _mm(g.reshape(-1, 4).T, x3.numpy().reshape(-1, 3)))
+
+
+def test_weight_gradient_of_a_transposed_3d_mat2():
+    a, b = _t(_rng.standard_normal((2, 5, 3))), _t(_rng.standard_normal((2, 4, 3)), True)
+    bt = b.transpose(1, 2)
+    g = _rng.standard_normal((2, 5, 4))
+    (tj.matmul(a, bt) * _t(g)).sum().backward()
+    _close(b.grad, np.swapaxes(_mm(np.swapaxes(a.numpy(), 1, 2), g), 1, 2))
+
+
+# ----------------------------------------------------------------------------- einsum
+
+
+def test_einsum_gradient_of_a_later_operand_when_the_first_needs_none():
+    a, b, c = _rng.standard_normal((2, 3)), _rng.standard_normal((3, 4)), _rng.standard_normal((4,))
+    bt, ct = _t(b, True), _t(c, True)
+    tj.einsum("ij,jk,k->i", _t(a), bt, ct).sum().backward()
+    _close(bt.grad, a.sum(0)[:, None] * c[None, :])
+    _close(ct.grad, (a.sum(0)[:, None] * b).sum(0))
+
+
+def test_einsum_gradient_of_two_repeated_subscripts():
+    x = _rng.standard_normal((2, 2, 3, 3))
+    w = _rng.standard_normal((2, 3))
+    xt = _t(x, True)
+    out = tj.einsum("iijj->ij", xt)
+    _close(out, np.einsum("iijj->ij", x))
+    (out * _t(w)).sum().backward()
+    want = np.zeros_like(x)
+    for i in range(2):
+        for j in range(3):
+            want[i, i, j, j] = w[i, j]
+    _close(xt.grad, want)
+
+
+def _many_subscripts(free):
+    """An equation over one operand that uses every letter but those in `free`, with i and j each repeated once: the
+    gradient's diagonals need len(free) fresh letters, exactly the ones left."""
+    letters = [ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if ch not in free]
+    rest = [ch for ch in letters if ch not in "ij"]
+    term = "ii" + "".join(rest[:len(rest) // 2]) + "jj" + "".join(rest[len(rest) // 2:])
+    return term
+
+
+@pytest.mark.parametrize("free", ["zZ", "zX", "AX"])
+def test_einsum_diagonal_gradient_when_fresh_subscripts_run_short(free):
+    term = _many_subscripts(free)
+    shape = [2 if ch == "i" else 3 if ch == "j" else 1 for ch in term]
+    x = _rng.standard_normal(shape)
+    w = _rng.standard_normal((2, 3))
+    xt = _t(x, True)
+    out = tj.einsum(term + "->ij", xt)
+    assert tuple(out.shape) == (2, 3)
+    (out * _t(w)).sum().backward()
+    want = np.zeros(shape)
+    for i in range(2):
+        for j in range(3):
+            idx = tuple(i if ch == "i" else j if ch == "j" else 0 for ch in term)
+            want[idx] = w[i, j]
+    _close(xt.grad, want)
+
+
+def test_einsum_diagonal_gradient_of_one_repeated_subscript_when_one_letter_is_left():
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"      # every letter but Z
+    term = "a" + letters                                                # a repeated: 52 dims
+    shape = [3 if ch == "a" else 1 for ch in term]
+    x = _rng.standard_normal(shape)
+    xt = _t(x, True)
+    out = tj.einsum(term + "->a", xt)
+    _close(out, np.diagonal(x.reshape(3, 3)))
+    (out * _t([1.0, 2.0, 3.0])).sum().backward()
+    _close(xt.grad, np.diag([1.0, 2.0, 3.0]).reshape(shape))
+
+
+def test_einsum_diagonal_gradient_keeps_a_float32_and_float16_dtype():
+    for dt, tol in ((np.float32, 1e-6), (np.float16, 1e-3)):
+        x = _t(_rng.standard_normal((3, 3)), True, dtype=dt)
+        w = _rng.standard_normal(3).astype(dt)
+        (tj.einsum("ii->i", x) * _t(w, dtype=dt)).sum().backward()
+        assert x.grad.dtype is x.dtype and x.grad.numpy().dtype == dt
+        _close(x.grad.numpy().astype(np.float64), np.diag(w.astype(np.float64)), tol)
+
