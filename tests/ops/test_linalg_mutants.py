@@ -183,3 +183,16 @@ def test_einsum_diagonal_gradient_keeps_a_float32_and_float16_dtype():
         assert x.grad.dtype is x.dtype and x.grad.numpy().dtype == dt
         _close(x.grad.numpy().astype(np.float64), np.diag(w.astype(np.float64)), tol)
 
+
+@pytest.mark.parametrize("eq, shapes, message", [
+    # PyTorch 2.13's texts; tracejit took a size-1 repeat as a broadcast (einsum("ii->i", ones(1, 3)) gave [3])
+    ("ii->i", [(1, 3)], r"subscript i is repeated for operand 0 but the sizes don't match, 3 != 1"),
+    ("ii->i", [(3, 1)], r"subscript i is repeated for operand 0 but the sizes don't match, 1 != 3"),
+    ("ii->i", [(2, 3)], r"subscript i is repeated for operand 0 but the sizes don't match, 3 != 2"),
+    ("iji->j", [(2, 3, 3)], r"subscript i is repeated for operand 0 but the sizes don't match, 3 != 2"),
+    ("ij,ii->j", [(2, 3), (2, 3)], r"subscript i is repeated for operand 1 but the sizes don't match, 3 != 2"),
+])
+def test_einsum_repeated_subscript_of_one_operand_needs_equal_sizes(eq, shapes, message):
+    with pytest.raises(RuntimeError, match="^einsum\\(\\): " + message + "$"):
+        tj.einsum(eq, *[tj.ones(*s) for s in shapes])
+

@@ -404,6 +404,12 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     terms, out = _parse(equation, [x.ndim for x in operands])
+    for i, (t, x) in enumerate(zip(terms, operands)):    # a repeated subscript (a diagonal) does not broadcast
+        first = {}
+        for ch, s in zip(t, x.shape):
+            if first.setdefault(ch, s) != s:
+                raise RuntimeError(f"einsum(): subscript {ch} is repeated for operand {i} but the sizes don't match, "
+                                   f"{s} != {first[ch]}")
     dt = operands[0].dtype
     for x in operands[1:]:
         if x.dtype is not dt:
