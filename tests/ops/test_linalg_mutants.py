@@ -196,3 +196,21 @@ def test_einsum_repeated_subscript_of_one_operand_needs_equal_sizes(eq, shapes, 
     with pytest.raises(RuntimeError, match="^einsum\\(\\): " + message + "$"):
         tj.einsum(eq, *[tj.ones(*s) for s in shapes])
 
+
+@pytest.mark.parametrize("sa, sb, message", [
+    # PyTorch 2.13's texts for operands that do not require grad: a batch by a vector is folded into one mv, a
+    # product with a batched mat2 is a bmm over the broadcast batch (its size the product of the batch dims)
+    ((2, 4, 3), (4,), r"^size mismatch, got input \(8\), mat \(8x3\), vec \(4\)$"),
+    ((2, 1, 3), (4,), r"^size mismatch, got input \(2\), mat \(2x3\), vec \(4\)$"),
+    ((2, 3), (2, 4, 5), r"^Expected size for first two dimensions of batch2 tensor to be: \[2, 3\] but got: \[2, 4\]\.$"),
+    ((3,), (2, 4, 5), r"^Expected size for first two dimensions of batch2 tensor to be: \[2, 3\] but got: \[2, 4\]\.$"),
+    ((2, 2, 3), (2, 4, 5), r"^Expected size for first two dimensions of batch2 tensor to be: \[2, 3\] but got: \[2, "
+                           r"4\]\.$"),
+    ((3, 1, 2, 3), (2, 4, 5), r"^Expected size for first two dimensions of batch2 tensor to be: \[6, 3\] but got: "
+                              r"\[6, 4\]\.$"),
+    ((2, 2, 3), (3, 4, 5), r"^The size of tensor a \(2\) must match the size of tensor b \(3\) at non-singleton "
+                           r"dimension 0"),  # (tracejit adds the shapes)
+])
+def test_matmul_shape_messages_of_batches_are_pytorchs(sa, sb, message):
+    with pytest.raises(RuntimeError, match=message):
+        tj.matmul(tj.ones(*sa), tj.ones(*sb))

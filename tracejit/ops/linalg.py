@@ -80,6 +80,13 @@ def matmul(input, other):
             raise RuntimeError(f"inconsistent tensor size, expected tensor [{input.shape[0]}] and src "
                                f"[{other.shape[0]}] to have the same number of elements, but got {input.shape[0]} "
                                f"and {other.shape[0]} elements respectively")
+        if other.ndim == 1:     # PyTorch folds a batch of matrices by a vector into one mv
+            m = int(np.prod(a.shape[:-1]))
+            raise RuntimeError(f"size mismatch, got input ({m}), mat ({m}x{a.shape[-1]}), vec ({other.shape[0]})")
+        if b.ndim > 2:          # a bmm over the broadcast batch (PyTorch's text for operands not requiring grad)
+            n = int(np.prod(broadcast_shapes(a.shape[:-2], b.shape[:-2])))
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{n}, {a.shape[-1]}] "
+                               f"but got: [{n}, {b.shape[-2]}].")
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape[-2:]))} and "
                            f"{'x'.join(map(str, b.shape[-2:]))})")
     if a.dtype is not b.dtype:
