@@ -214,3 +214,161 @@ def test_einsum_repeated_subscript_of_one_operand_needs_equal_sizes(eq, shapes, 
 def test_matmul_shape_messages_of_batches_are_pytorchs(sa, sb, message):
     with pytest.raises(RuntimeError, match=message):
         tj.matmul(tj.ones(*sa), tj.ones(*sb))
+
+
+# ----------------------------------------------------------------------------- the matmul op's own shape rule
+
+
+@pytest.mark.parametrize("sa, sb, dtb, message", [
+    # the op itself (what decompositions call through registry.call): its shape rule's messages, eagerly
+    ((2, 3), (4, 5), tj.float32, r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)$"),
+    ((2, 2, 3), (2, 4, 5), tj.float32, r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)$"),
+    ((2, 3), (3, 4), tj.float64, r"^expected m1 and m2 to have the same dtype, but got: float32 != float64$"),
+    ((2, 2, 3), (2, 3, 4), tj.float64, r"^expected m1 and m2 to have the same dtype, but got: float32 != float64$"),
+])
+def test_matmul_op_checks_its_operands(sa, sb, dtb, message):
+    from tracejit.ops.registry import call
+    with pytest.raises(RuntimeError, match=message):
+        call("matmul", tj.ones(*sa), tj.ones(*sb, dtype=dtb))
+
+
+def test_matmul_op_shape_rule_names_the_last_two_dims():
+    from tracejit.ops.linalg import _matmul_meta
+    from tracejit.ops.registry import AVal
+    f = tj.float32
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(5x3 and 4x6\)$"):
+        _matmul_meta(AVal((7, 5, 3), f), AVal((7, 4, 6), f))
+    out = _matmul_meta(AVal((7, 1, 5, 3), f), AVal((2, 3, 6), f))
+    assert tuple(out.shape) == (7, 2, 5, 6) and out.dtype is f
+
+
+# ----------------------------------------------------------------------------- mm, bmm, mv, dot, inner, outer
+
+
+def test_mm_and_bmm_values_and_their_messages():
+    a, b = _rng.standard_normal((2, 3)), _rng.standard_normal((3, 4))
+    _close(tj.mm(_t(a), _t(b)), _mm(a, b))
+    with pytest.raises(RuntimeError, match=r"^mm: expected 2D tensors, got 2D and 3D$"):
+        tj.mm(tj.ones(2, 3), tj.ones(2, 3, 4))
+    with pytest.raises(RuntimeError, match=r"^bmm: batch sizes differ: 2 and 5$"):
+        tj.bmm(tj.ones(2, 4, 3), tj.ones(5, 3, 6))
+
+
+def test_mv_gradient_of_one_operand_when_the_other_needs_none():
+    m, v, g = _rng.standard_normal((2, 3)), _rng.standard_normal(3), _rng.standard_normal(2)
+    mt = _t(m, True)
+    (tj.mv(mt, _t(v)) * _t(g)).sum().backward()
+    _close(mt.grad, g[:, None] * v[None, :])
+    vt = _t(v, True)
+    (tj.mv(_t(m), vt) * _t(g)).sum().backward()
+    _close(vt.grad, _mm(m.T, g[:, None])[:, 0])
+
+
+def test_tensor_argument_messages_name_each_argument_as_pytorch():
+    m, v = tj.ones(2, 3), tj.ones(3)
+    for fn, message in [
+            (lambda: tj.mv(m, [1.0, 2.0, 3.0]), r"^mv\(\): argument 'vec' \(position 2\) must be Tensor, not list$"),
+            (lambda: tj.dot([1.0], v), r"^dot\(\): argument 'input' \(position 1\) must be Tensor, not list$"),
+            (lambda: tj.addmm([1.0], m, m.t()), r"^addmm\(\): argument 'input' \(position 1\) must be Tensor, not list$"),
+            (lambda: tj.addmm(m, 2.0, m), r"^addmm\(\): argument 'mat1' \(position 2\) must be Tensor, not float$")]:
+        with pytest.raises(TypeError, match=message):
+            fn()
+
+
+def test_inner_of_a_vector_by_a_matrix_a_scalar_and_batches():
+    v, m = _rng.standard_normal(3), _rng.standard_normal((2, 3))
+    out = tj.inner(_t(v), _t(m))
+    assert tuple(out.shape) == (2,)
+    _close(out, (m * v).sum(-1))
+    _close(tj.inner(_t(2.5), _t(m)), 2.5 * m)
+    x, y = _rng.standard_normal((2, 5, 3)), _rng.standard_normal((4, 6, 3))
+    out = tj.inner(_t(x), _t(y))
+    assert tuple(out.shape) == (2, 5, 4, 6)
+    _close(out, (x[:, :, None, None, :] * y[None, None]).sum(-1))
+
+
+# ----------------------------------------------------------------------------- addmm, addmv, baddbmm
+
+
+def test_addmv_and_baddbmm_defaults_are_beta_one_alpha_one():
+    i, m, v = _rng.standard_normal(2), _rng.standard_normal((2, 3)), _rng.standard_normal(3)
+    _close(tj.addmv(_t(i), _t(m), _t(v)), i + _mm(m, v[:, None])[:, 0])
+    bi, b1, b2 = _rng.standard_normal((2, 4)), _rng.standard_normal((2, 2, 3)), _rng.standard_normal((2, 3, 4))
+    _close(tj.baddbmm(_t(bi), _t(b1), _t(b2)), bi + _mm(b1, b2))
+
+
+def test_addmm_of_integers_keeps_the_dtype():
+    i, m1, m2 = np.array([[1, 2]]), np.array([[1, 2], [3, 4]]), np.array([[1, 0], [2, 1]])
+    out = tj.addmm(tj.tensor(i), tj.tensor(m1), tj.tensor(m2), beta=2, alpha=3)
+    assert out.dtype is tj.int64 and out.numpy().dtype == np.int64
+    np.testing.assert_array_equal(out.numpy(), 2 * i + 3 * (m1 @ m2))
+
+
+def test_addmm_mismatched_matrices_raise_the_shape_rules_error():
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)$"):
+        tj.addmm(tj.ones(2, 5), tj.ones(2, 3), tj.ones(4, 5))
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x3\)$"):
+        tj.addmm(tj.ones(3), tj.ones(2, 3), tj.ones(4, 3))
+    with pytest.raises(RuntimeError, match=r"^mat1 must be a matrix, got 3-D tensor$"):
+        tj.addmm(tj.ones(3, 4), tj.ones(2, 2, 3), tj.ones(2, 3, 4))
+    with pytest.raises(RuntimeError, match=r"^expand\(torch\.FloatTensor\{\[1, 2, 4\]\}, size=\[2, 4\]\): the number "
+                                           r"of sizes provided \(2\) must be greater or equal to the number of "
+                                           r"dimensions in the tensor \(3\)$"):
+        tj.addmm(tj.ones(1, 2, 4), tj.ones(2, 3), tj.ones(3, 4))
+
+
+@pytest.mark.parametrize("needs", ["i", "a", "b", "ia", "ab", "ib"])
+def test_addmm_gradients_of_some_operands_with_beta_and_alpha(needs):
+    i, m1, m2, g = (_rng.standard_normal(s) for s in ((2, 4), (2, 3), (3, 4), (2, 4)))
+    it, at, bt = _t(i, "i" in needs), _t(m1, "a" in needs), _t(m2, "b" in needs)
+    (tj.addmm(it, at, bt, beta=2.0, alpha=-1.5) * _t(g)).sum().backward()
+    for t, want, name in ((it, 2.0 * g, "i"), (at, -1.5 * _mm(g, m2.T), "a"), (bt, -1.5 * _mm(m1.T, g), "b")):
+        if name in needs:
+            _close(t.grad, want)
+        else:
+            assert t.grad is None
+
+
+# ----------------------------------------------------------------------------- einsum's parsing and forward
+
+
+def test_einsum_ellipsis_of_no_dims_beside_one_of_two():
+    y, z = _rng.standard_normal((2, 1, 3)), _rng.standard_normal(3)
+    out = tj.einsum("...j,...j->...", _t(y), _t(z))
+    assert tuple(out.shape) == (2, 1)
+    _close(out, (y * z).sum(-1))
+
+
+def test_einsum_ellipsis_of_26_dims_uses_every_capital():
+    shape = (2,) + (1,) * 24 + (3, 4)                                   # 27 dims: 26 under the ellipsis, then i
+    x = _rng.standard_normal(shape)
+    out = tj.einsum("...i->...", _t(x))
+    assert tuple(out.shape) == shape[:-1]
+    _close(out, x.sum(-1))
+
+
+def test_einsum_output_ellipsis_without_one_in_the_inputs_is_empty():
+    a = _rng.standard_normal((2, 3))
+    out = tj.einsum("ij->...ji", _t(a))
+    assert tuple(out.shape) == (3, 2)
+    _close(out, a.T)
+
+
+def test_einsum_output_subscript_missing_from_two_inputs():
+    with pytest.raises(RuntimeError, match=r"^einsum\(\): output subscript X does not appear in the equation for any "
+                                           r"input operand$"):
+        tj.einsum("ij,jk->iX", tj.ones(2, 3), tj.ones(3, 4))
+
+
+def test_einsum_permutation_is_a_writable_view():
+    # PyTorch's einsum("ij->ji", x) is x's permuted view: an in-place op on it writes x
+    x = tj.tensor(np.arange(6.0).reshape(2, 3))
+    y = tj.einsum("ij->ji", x)
+    y.mul_(2)
+    np.testing.assert_array_equal(x.numpy(), 2 * np.arange(6.0).reshape(2, 3))
+
+
+def test_einsum_broadcasts_size_one_beside_a_subscript_of_size_one_everywhere():
+    x, y = _rng.standard_normal((1, 3, 1)), _rng.standard_normal((2, 3, 1))
+    out = tj.einsum("ijk,ijk->ij", _t(x), _t(y))
+    _close(out, (x * y)[..., 0])
