@@ -372,3 +372,34 @@ def test_einsum_broadcasts_size_one_beside_a_subscript_of_size_one_everywhere():
     x, y = _rng.standard_normal((1, 3, 1)), _rng.standard_normal((2, 3, 1))
     out = tj.einsum("ijk,ijk->ij", _t(x), _t(y))
     _close(out, (x * y)[..., 0])
+
+
+@pytest.mark.parametrize("si, sm, sv, message", [
+    # PyTorch 2.13's checks and texts; tracejit broadcast input and product both ways (a [2, 3] result here)
+    ((2, 3), (2, 3), (3,), r"^vector \+ matrix @ vector expected, got 2, 2, 1$"),
+    ((1, 2), (2, 3), (3,), r"^vector \+ matrix @ vector expected, got 2, 2, 1$"),
+    ((3,), (2, 3), (3,), r"^size mismatch, got input \(3\), mat \(2x3\), vec \(3\)$"),
+    ((2,), (2, 3), (4,), r"^size mismatch, got input \(2\), mat \(2x3\), vec \(4\)$"),
+])
+def test_addmv_input_is_a_vector_of_the_products_size(si, sm, sv, message):
+    with pytest.raises(RuntimeError, match=message):
+        tj.addmv(tj.ones(*si), tj.ones(*sm), tj.ones(*sv))
+    m, v = _rng.standard_normal((2, 3)), _rng.standard_normal(3)
+    for i in (np.array([0.5]), np.array(0.5)):                          # one element broadcasts
+        _close(tj.addmv(_t(i), _t(m), _t(v)), i + _mm(m, v[:, None])[:, 0])
+
+
+@pytest.mark.parametrize("si, message", [
+    ((3, 4), r"^The expanded size of the tensor \(2\) must match the existing size \(3\) at non-singleton dimension "
+             r"1\.  Target sizes: \[2, 2, 4\]\.  Tensor sizes: \[3, 4\]$"),
+    ((1, 2, 2, 4), r"^expand\(torch\.FloatTensor\{\[1, 2, 2, 4\]\}, size=\[2, 2, 4\]\): the number of sizes provided "
+                   r"\(3\) must be greater or equal to the number of dimensions in the tensor \(4\)$"),
+])
+def test_baddbmm_input_expands_to_the_product(si, message):
+    with pytest.raises(RuntimeError, match=message):
+        tj.baddbmm(tj.ones(*si), tj.ones(2, 2, 3), tj.ones(2, 3, 4))
+    with pytest.raises(RuntimeError, match=message):
+        tj.baddbmm(tj.ones(*si), tj.ones(2, 2, 3), tj.ones(2, 3, 4), beta=0)
+    b1, b2 = _rng.standard_normal((2, 2, 3)), _rng.standard_normal((2, 3, 4))
+    for i in (_rng.standard_normal((2, 1, 4)), _rng.standard_normal(4), np.array(0.5)):
+        _close(tj.baddbmm(_t(i), _t(b1), _t(b2), beta=0.5), 0.5 * i + _mm(b1, b2))

@@ -291,11 +291,22 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
+    # PyTorch's checks: input is a vector of mat's rows, or of one element (it never broadcasts the product)
+    if input.ndim > 1 or mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
+    n = int(np.prod(input.shape))
+    if mat.shape[1] != vec.shape[0] or (n != mat.shape[0] and n != 1):
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({mat.shape[0]}x{mat.shape[1]}), vec "
+                           f"({vec.shape[0]})")
     return _add_scaled(input, mv(mat, vec), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    return _add_scaled(input, bmm(batch1, batch2), beta, alpha)
+    from .._out import _CATEGORY
+    from .shape_ops import _expanded_shape
+    prod = bmm(batch1, batch2)
+    _expanded_shape(tuple(input.shape), tuple(prod.shape), f"torch.{_CATEGORY[input.dtype.name]}Tensor")  # as PyTorch
+    return _add_scaled(input, prod, beta, alpha)
 
 
 # ----------------------------------------------------------------------------- einsum
