@@ -91,7 +91,7 @@ def test_weight_gradient_arrives_in_the_transposed_weights_layout_as_in_pytorch(
     # a hook on w.t() sees), so that w's own gradient is row-major with no copy; for a row-major mat2, row-major
     x, x3 = _t(_rng.standard_normal((5, 3))), _t(_rng.standard_normal((2, 5, 3)))
     bias = _t(np.zeros(4))
-    for make in (lambda b: tj.addmm(bias, x, b), lambda b: tj.matmul(x3, b)):
+    for make in (lambda b: tj.addmm(bias, x, b), lambda b: tj.matmul(x3, b), lambda b: tj.matmul(x, b)):
         w = _t(_rng.standard_normal((4, 3)), True)
         assert _grad_strides_seen(make, w.t()) == (8, 24)               # [3, 4] column-major
         assert w.grad.numpy().strides == (24, 8)
@@ -403,3 +403,15 @@ def test_baddbmm_input_expands_to_the_product(si, message):
     b1, b2 = _rng.standard_normal((2, 2, 3)), _rng.standard_normal((2, 3, 4))
     for i in (_rng.standard_normal((2, 1, 4)), _rng.standard_normal(4), np.array(0.5)):
         _close(tj.baddbmm(_t(i), _t(b1), _t(b2), beta=0.5), 0.5 * i + _mm(b1, b2))
+
+
+def test_mm_weight_gradient_values_in_either_layout():
+    x, g = _rng.standard_normal((5, 3)), _rng.standard_normal((5, 4))
+    w = _t(_rng.standard_normal((4, 3)), True)
+    (tj.matmul(_t(x), w.t()) * _t(g)).sum().backward()
+    _close(w.grad, _mm(g.T, x))
+    assert w.grad.numpy().flags.c_contiguous
+    w2 = _t(_rng.standard_normal((3, 4)), True)
+    (tj.matmul(_t(x), w2) * _t(g)).sum().backward()
+    _close(w2.grad, _mm(x.T, g))
+    assert w2.grad.numpy().flags.c_contiguous

@@ -58,6 +58,8 @@ def _matmul_vjp(c, g):
             from .shape_ops import reshape
             K, N = c.shapes[1]
             gb = _mat2_grad(reshape(a, (-1, K)), reshape(g, (-1, N)), b)
+        elif len(c.shapes[0]) == 2 == len(c.shapes[1]):
+            gb = _mat2_grad(a, g, b)        # x @ w.t(): in w.t()'s layout, as PyTorch's mm backward
         else:
             gb = apply(OPS["matmul"], _mT(a), g)
     return ga, gb  # the engine sums broadcast batch dims back
