@@ -415,3 +415,43 @@ def test_mm_weight_gradient_values_in_either_layout():
     (tj.matmul(_t(x), w2) * _t(g)).sum().backward()
     _close(w2.grad, _mm(x.T, g))
     assert w2.grad.numpy().flags.c_contiguous
+
+
+def test_the_last_survivors_of_the_after_run():
+    from tracejit.ops.registry import call
+    # the matmul op on a batch by a matrix of the wrong size: the shape rule's error, not numpy's ValueError
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(4x3 and 4x5\)$"):
+        call("matmul", tj.ones(2, 4, 3), tj.ones(4, 5))
+    # addmm with only mat2 of another dtype (PyTorch's text)
+    with pytest.raises(RuntimeError, match=r"^self and mat2 must have the same dtype, but got Float and Double$"):
+        tj.addmm(tj.ones(2, 4), tj.ones(2, 3), tj.ones(3, 4, dtype=tj.float64))
+    # addmv names all three dims (PyTorch's text), whichever of mat and vec is wrong
+    with pytest.raises(RuntimeError, match=r"^vector \+ matrix @ vector expected, got 0, 2, 2$"):
+        tj.addmv(tj.tensor(1.0), tj.ones(2, 3), tj.ones(3, 1))
+    with pytest.raises(RuntimeError, match=r"^vector \+ matrix @ vector expected, got 0, 3, 1$"):
+        tj.addmv(tj.tensor(1.0), tj.ones(2, 3, 1), tj.ones(3))
+    # a permutation of a tensor with a size-1 dim is still a writable view
+    x = tj.tensor(np.arange(3.0).reshape(1, 3))
+    tj.einsum("ij->ji", x).mul_(2)
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 2.0, 4.0]])
+
+
+def test_einsum_of_two_operands_with_a_26_dim_ellipsis():
+    shape = (2,) + (1,) * 24 + (3, 4)
+    x, v = _rng.standard_normal(shape), _rng.standard_normal(4)
+    out = tj.einsum("...i,i->...", _t(x), _t(v))
+    assert tuple(out.shape) == shape[:-1]
+    _close(out, (x * v).sum(-1))
+
+
+def test_einsum_diagonal_gradient_of_one_of_two_operands_when_fresh_subscripts_run_short():
+    term = _many_subscripts("zX")                                       # fresh letters: z and X only
+    shape = [2 if ch == "i" else 3 if ch == "j" else 1 for ch in term]
+    x, y = _rng.standard_normal(shape), _rng.standard_normal(2)
+    xt = _t(x, True)
+    tj.einsum(term + ",i->ij", xt, _t(y)).sum().backward()
+    want = np.zeros(shape)
+    for i in range(2):
+        for j in range(3):
+            want[tuple(i if ch == "i" else j if ch == "j" else 0 for ch in term)] = y[i]
+    _close(xt.grad, want)
