@@ -455,3 +455,11 @@ def test_einsum_diagonal_gradient_of_one_of_two_operands_when_fresh_subscripts_r
         for j in range(3):
             want[tuple(i if ch == "i" else j if ch == "j" else 0 for ch in term)] = y[i]
     _close(xt.grad, want)
+
+
+def test_weight_gradient_of_a_strided_mat2_is_row_major_as_in_pytorch():
+    # neither row- nor column-major (a slice with a step): PyTorch's mm backward computes a^T @ g, row-major
+    x, x3 = _t(_rng.standard_normal((5, 3))), _t(_rng.standard_normal((2, 5, 3)))
+    for make in (lambda b: tj.addmm(_t(np.zeros(4)), x, b), lambda b: tj.matmul(x3, b), lambda b: tj.matmul(x, b)):
+        big = _t(_rng.standard_normal((3, 8)), True)
+        assert _grad_strides_seen(make, big[:, ::2]) == (32, 8)
