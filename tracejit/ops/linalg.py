@@ -58,6 +58,8 @@ def _matmul_vjp(c, g):
             from .shape_ops import reshape
             K, N = c.shapes[1]
             gb = _mat2_grad(reshape(a, (-1, K)), reshape(g, (-1, N)), b)
+        elif len(c.shapes[0]) == 2 == len(c.shapes[1]):
+            gb = _mat2_grad(a, g, b)        # x @ w.t(): in w.t()'s layout, as PyTorch's mm backward
         else:
             gb = apply(OPS["matmul"], _mT(a), g)
     return ga, gb  # the engine sums broadcast batch dims back
@@ -80,6 +82,13 @@ def matmul(input, other):
             raise RuntimeError(f"inconsistent tensor size, expected tensor [{input.shape[0]}] and src "
                                f"[{other.shape[0]}] to have the same number of elements, but got {input.shape[0]} "
                                f"and {other.shape[0]} elements respectively")
+        if other.ndim == 1:     # PyTorch folds a batch of matrices by a vector into one mv
+            m = int(np.prod(a.shape[:-1]))
+            raise RuntimeError(f"size mismatch, got input ({m}), mat ({m}x{a.shape[-1]}), vec ({other.shape[0]})")
+        if b.ndim > 2:          # a bmm over the broadcast batch (PyTorch's text for operands not requiring grad)
+            n = int(np.prod(broadcast_shapes(a.shape[:-2], b.shape[:-2])))
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{n}, {a.shape[-1]}] "
+                               f"but got: [{n}, {b.shape[-2]}].")
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({'x'.join(map(str, a.shape[-2:]))} and "
                            f"{'x'.join(map(str, b.shape[-2:]))})")
     if a.dtype is not b.dtype:
@@ -284,11 +293,22 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
+    # PyTorch's checks: input is a vector of mat's rows, or of one element (it never broadcasts the product)
+    if input.ndim > 1 or mat.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, {vec.ndim}")
+    n = int(np.prod(input.shape))
+    if mat.shape[1] != vec.shape[0] or (n != mat.shape[0] and n != 1):
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({mat.shape[0]}x{mat.shape[1]}), vec "
+                           f"({vec.shape[0]})")
     return _add_scaled(input, mv(mat, vec), beta, alpha)
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    return _add_scaled(input, bmm(batch1, batch2), beta, alpha)
+    from .._out import _CATEGORY
+    from .shape_ops import _expanded_shape
+    prod = bmm(batch1, batch2)
+    _expanded_shape(tuple(input.shape), tuple(prod.shape), f"torch.{_CATEGORY[input.dtype.name]}Tensor")  # as PyTorch
+    return _add_scaled(input, prod, beta, alpha)
 
 
 # ----------------------------------------------------------------------------- einsum
@@ -404,6 +424,12 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     terms, out = _parse(equation, [x.ndim for x in operands])
+    for i, (t, x) in enumerate(zip(terms, operands)):    # a repeated subscript (a diagonal) does not broadcast
+        first = {}
+        for ch, s in zip(t, x.shape):
+            if first.setdefault(ch, s) != s:
+                raise RuntimeError(f"einsum(): subscript {ch} is repeated for operand {i} but the sizes don't match, "
+                                   f"{s} != {first[ch]}")
     dt = operands[0].dtype
     for x in operands[1:]:
         if x.dtype is not dt:
