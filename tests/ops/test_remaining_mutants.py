@@ -116,3 +116,22 @@ def test_scatter_add_refuses_an_index_longer_than_src():
     with pytest.raises(RuntimeError, match=r"^Expected index \[3\] to be no larger than self \[4\] apart from "
                                            r"dimension 0 and to be no larger size than src \[2\]$"):
         tj.scatter_add(tj.zeros(4), 0, tj.tensor([0, 1, 0]), tj.ones(2))
+
+
+# ---- ops/shape_ops.py ----
+
+def test_expand_number_of_sizes_message_names_the_dtype():
+    # mutant shape_ops.expand 22 (the dtype's name None): "expand(None{[2, 4]}, ...". PyTorch writes the tensor
+    # type (torch.DoubleTensor) where tracejit writes the dtype's name; the rest is PyTorch's text.
+    x = tj.ones(2, 4, dtype=tj.float64)
+    with pytest.raises(RuntimeError, match=r"^expand\(float64\{\[2, 4\]\}, size=\[4\]\): the number of sizes "
+                                           r"provided \(1\) must be greater or equal to the number of dimensions "
+                                           r"in the tensor \(2\)$"):
+        x.expand(4)
+
+
+def test_unflatten_refuses_a_negative_size_other_than_minus_one():
+    # mutant shape_ops.unflatten 12 (-2 instead of -1 left out of the product of the known sizes): sizes [-2, -3]
+    # of a 6 gave the "don't multiply up" message; PyTorch's (first line): invalid shape dimension -2 ...
+    with pytest.raises(RuntimeError, match=r"^invalid shape dimension -2 at index 0 of shape \[-2, -3\]$"):
+        tj.ones(6).unflatten(0, (-2, -3))
