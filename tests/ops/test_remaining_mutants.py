@@ -135,3 +135,24 @@ def test_unflatten_refuses_a_negative_size_other_than_minus_one():
     # of a 6 gave the "don't multiply up" message; PyTorch's (first line): invalid shape dimension -2 ...
     with pytest.raises(RuntimeError, match=r"^invalid shape dimension -2 at index 0 of shape \[-2, -3\]$"):
         tj.ones(6).unflatten(0, (-2, -3))
+
+
+def test_the_matmul_op_applied_directly_checks_shapes_and_dtypes():
+    # mutants linalg._matmul_meta 6-24, 26 and _matmul_np 1-5, 8-19 (the shape rule's messages and the eager
+    # fallback that calls it): the public matmul checks first, so the op is applied directly here (as a traced
+    # graph's node would be). The messages are PyTorch's mm texts.
+    from tracejit.ops.registry import OPS, apply
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)$"):
+        apply(OPS["matmul"], tj.ones(2, 3), tj.ones(4, 5))
+    with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)$"):
+        apply(OPS["matmul"], tj.ones(2, 2, 3), tj.ones(3, 4, 5))
+    with pytest.raises(RuntimeError, match=r"^expected m1 and m2 to have the same dtype, but got: float64 != "
+                                           r"float32$"):
+        apply(OPS["matmul"], tj.ones(2, 3, dtype=tj.float64), tj.ones(3, 5, dtype=tj.float32))
+    with pytest.raises(RuntimeError, match=r"^The size of tensor a \(3\) must match the size of tensor b \(2\) at "
+                                           r"non-singleton dimension 0 \(shapes \[3\] and \[2\]\)$"):
+        apply(OPS["matmul"], tj.ones(3, 2, 3), tj.ones(2, 3, 4))      # batch dims that do not broadcast
+    a = np.arange(12.0).reshape(2, 2, 3)
+    b = np.arange(12.0).reshape(3, 4)
+    out = apply(OPS["matmul"], _t(a), _t(b))
+    np.testing.assert_array_equal(_np(out), (a[..., :, None] * b).sum(-2))
