@@ -1,0 +1,39 @@
+"""Survivors of the mutation-testing runs (notes stop31/stop32) in the tracing paths of the ops: the trace errors'
+texts and the shape rule's IndexError (issue 23). Each test was checked by hand to fail under its mutant."""
+import pytest
+
+import tracejit as tj
+
+
+def _trace_error(body, *args):
+    with pytest.raises(tj.TraceError) as ei:
+        tj.trace(body)(*args)
+    return str(ei.value)
+
+
+def test_nonzero_trace_error_says_why():
+    # mutants indexing.nonzero 2-4 (the text given to `_concrete`: "XX...XX" / None)
+    for body in (lambda x: x.nonzero(), lambda x: tj.where(x > 0), lambda x: tj.argwhere(x)):
+        msg = _trace_error(body, tj.ones(4, 3))
+        assert "cannot trace nonzero() (its result's shape depends on the tensor's values), which needs the " \
+               "tensor's value" in msg
+
+
+def test_boolean_mask_trace_error_says_why():
+    # mutants indexing._prepare 18-20 (the text given to `_concrete` for a mask)
+    msg = _trace_error(lambda x: x[x > 0], tj.ones(4, 3))
+    assert "cannot trace boolean-mask indexing (its result's shape depends on the mask's values), which needs the " \
+           "tensor's value" in msg
+
+
+def test_traced_index_tensors_that_do_not_broadcast_raise_an_index_error_with_the_reason():
+    # mutants indexing._index_meta 11, 12 (the IndexError re-raised without numpy's text): reached when tracing,
+    # where the shape rule is the first to see index tensors whose shapes do not broadcast (eager raises numpy's
+    # text from the indexing itself, after the op's name)
+    i, j = tj.tensor([0, 1]), tj.tensor([0, 1, 2])
+    with pytest.raises(IndexError, match=r"^shape mismatch: indexing arrays could not be broadcast together with "
+                                         r"shapes \(2,\) \(3,\) ?$"):
+        tj.trace(lambda x, a, b: x[a, b])(tj.ones(4, 3), i, j)
+    with pytest.raises(IndexError, match=r"shape mismatch: indexing arrays could not be broadcast together with "
+                                         r"shapes \(2,\) \(3,\)"):
+        tj.ones(4, 3)[i, j]     # eager: with the op's name in front
