@@ -37,3 +37,25 @@ def test_traced_index_tensors_that_do_not_broadcast_raise_an_index_error_with_th
     with pytest.raises(IndexError, match=r"shape mismatch: indexing arrays could not be broadcast together with "
                                          r"shapes \(2,\) \(3,\)"):
         tj.ones(4, 3)[i, j]     # eager: with the op's name in front
+
+
+def test_index_spec_placeholders_compare_and_hash_by_position():
+    # mutants indexing._T.__eq__ 1, 2 and __hash__ 1-3: the placeholders of index tensors in a spec are compared
+    # and hashed when traced graphs are (CSE): %i0 equals %i0 only, never %i1 nor a plain int
+    from tracejit.ops.indexing import _T
+    assert _T(0) == _T(0) and not (_T(0) == _T(1)) and not (_T(0) == 0) and not (_T(1) == 1)
+    assert _T(0) != _T(1)
+    assert hash(_T(3)) == hash(_T(3))
+    assert len({_T(0), _T(1), _T(2)}) == 3 and len({hash(_T(k)) for k in range(3)}) == 3
+    assert {(None, _T(0)): "a"}.get((None, _T(0))) == "a" and (None, _T(1)) not in {(None, _T(0)): "a"}
+
+
+def test_basic_slice_windows_read_by_the_layout():
+    # mutants indexing._slice_window 1-16: (offset, strides) in elements of a basic slice of a row-major input;
+    # None for an index op (several inputs)
+    from tracejit.ops.indexing import _slice_window
+    g = tj.make_graph(lambda x, i: x[1:, ::2] + x[1:3, 4:6].sum() + x[i].sum() + x[2].sum() + x[..., None, 1:2].sum(),
+                      tj.ones(4, 6), tj.tensor([0, 1]))
+    got = [(n.op.name, _slice_window(n)) for n in g.nodes if n.op.name in ("slice", "index")]
+    assert got == [("slice", (6, (6, 2))), ("slice", (10, (6, 1))), ("index", None), ("slice", (12, (1,))),
+                   ("slice", (1, (6, 0, 1)))]
