@@ -59,3 +59,18 @@ def test_basic_slice_windows_read_by_the_layout():
     got = [(n.op.name, _slice_window(n)) for n in g.nodes if n.op.name in ("slice", "index")]
     assert got == [("slice", (6, (6, 2))), ("slice", (10, (6, 1))), ("index", None), ("slice", (12, (1,))),
                    ("slice", (1, (6, 0, 1)))]
+
+
+# ---- passes/fusion.py ----
+
+def test_is_window_only_for_a_strict_part_of_the_input():
+    # mutant passes/fusion.is_window 14 (`>=` instead of `>`): x[0] of a [1, 7] x (as many elements as its input)
+    # was taken for a window a loop kernel reads in place; the docstring's rule is a strict part
+    from tracejit.passes.fusion import is_window
+
+    def slice_node(shape):
+        g = tj.trace(lambda x: x[0] * 2, backend="interpreter").graph(tj.ones(*shape)).forward
+        (n,) = [n for n in g.nodes if n.op.name == "slice"]
+        return n
+    assert is_window(slice_node((2, 7)))
+    assert not is_window(slice_node((1, 7)))
