@@ -74,3 +74,22 @@ def test_is_window_only_for_a_strict_part_of_the_input():
         return n
     assert is_window(slice_node((2, 7)))
     assert not is_window(slice_node((1, 7)))
+
+
+# ---- ops/control.py (scan) ----
+
+def test_scan_backward_body_gives_unused_float64_inputs_float64_zero_gradients():
+    # mutants ops/control._derivative 114, 116 (the zero gradient of an input the step does not read made without
+    # the input's dtype): the backward loop's body returned float32 zeros for the float64 x_t (the engine casts the
+    # final gradient back, so only the loop's own graph shows it)
+    import numpy as np
+    from tracejit.ops.control import backward_body
+
+    def loss(h0, xs, z):
+        h, ys = tj.scan(lambda h, x: (h * 2.0, h.sum(-1)), h0, (xs, z))
+        return ys.sum() + h.sum()
+    args = [tj.tensor(np.ones(s), requires_grad=True) for s in ((3,), (5, 3), (5, 3))]
+    e = tj.trace(loss, backend="interpreter").graph(*args).entry
+    (node,) = [n for n in e.fwd.nodes if n.op.name == "scan"]
+    for body in (node.attrs["grad"], backward_body(node.attrs["body"], 1, 2)):
+        assert [v.dtype for v in body.outputs] == [tj.float64] * 3
