@@ -93,3 +93,20 @@ def test_scan_backward_body_gives_unused_float64_inputs_float64_zero_gradients()
     (node,) = [n for n in e.fwd.nodes if n.op.name == "scan"]
     for body in (node.attrs["grad"], backward_body(node.attrs["body"], 1, 2)):
         assert [v.dtype for v in body.outputs] == [tj.float64] * 3
+
+
+def test_the_backward_loop_of_a_differentiable_scan_backward_saves_residuals():
+    # mutant ops/control.run_scan 1 (default checkpoint=True): the backward loop, recorded under create_graph=True
+    # for a second derivative, was split with checkpointing (its own backward recomputing each step from the
+    # carry, input "carry0") instead of reading the residuals it saved ("saved0"), as the forward loop does
+    import numpy as np
+
+    def first_grad(h0, xs):
+        h, ys = tj.scan(lambda h, x: ((h * x).tanh(), (h * x).sum(-1)), h0, xs, as_op=True)
+        (g,) = tj.autograd.grad(ys.sum() + h.sum(), (xs,), create_graph=True)
+        return g
+    h0 = tj.tensor(np.full((3,), 0.5), requires_grad=True)
+    xs = tj.tensor(np.linspace(0.1, 1.0, 15).reshape(5, 3), requires_grad=True)
+    node = first_grad(h0, xs).grad_fn
+    assert node.name() == "ScanBackward0" and node.attrs["saved"] == 1
+    assert node.attrs["grad"].input_names[:2] == ["carry0.grad", "saved0"]
