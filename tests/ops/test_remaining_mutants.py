@@ -156,3 +156,22 @@ def test_the_matmul_op_applied_directly_checks_shapes_and_dtypes():
     b = np.arange(12.0).reshape(3, 4)
     out = apply(OPS["matmul"], _t(a), _t(b))
     np.testing.assert_array_equal(_np(out), (a[..., :, None] * b).sum(-2))
+
+
+def test_einsum_gradient_with_two_repeated_subscripts_lies_on_both_diagonals():
+    # mutants linalg._einsum_vjp 70, 73 (the identity matrices that place the gradient of an operand with repeated
+    # subscripts): with two repeated letters each one needs its own identity and its own fresh letter
+    x = _t(np.arange(36.0).reshape(2, 2, 3, 3), requires_grad=True)
+    w = _t(np.arange(6.0).reshape(2, 3) + 1.0)
+    (tj.einsum("iijj->ij", x) * w).sum().backward()
+    want = np.zeros((2, 2, 3, 3))
+    for i in range(2):
+        for j in range(3):
+            want[i, i, j, j] = w.numpy()[i, j]
+    np.testing.assert_array_equal(_np(x.grad), want)
+    y = _t(np.arange(24.0).reshape(2, 3, 2, 2), requires_grad=True)
+    tj.einsum("ijii->j", y).sum().backward()            # one letter three times
+    want = np.zeros((2, 3, 2, 2))
+    for i in range(2):
+        want[i, :, i, i] = 1.0
+    np.testing.assert_array_equal(_np(y.grad), want)
