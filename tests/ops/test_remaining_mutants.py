@@ -175,3 +175,34 @@ def test_einsum_gradient_with_two_repeated_subscripts_lies_on_both_diagonals():
     for i in range(2):
         want[i, :, i, i] = 1.0
     np.testing.assert_array_equal(_np(y.grad), want)
+
+
+# ---- ops/reduction.py ----
+
+def test_descending_sort_along_dim_0_puts_nan_first_in_each_column():
+    # mutants reduction._sort_np 45, 47 (take_along_axis without its axis: numpy's default -1): the NaN fix-up read
+    # the rows instead of the columns. PyTorch (stable=True) gives these values and indices.
+    nan = float("nan")
+    x = tj.tensor([[3.0, nan, 1.0], [nan, 2.0, 5.0], [0.0, 4.0, nan]], dtype=tj.float64)
+    v, i = tj.sort(x, dim=0, descending=True)
+    np.testing.assert_array_equal(_np(v), [[nan, nan, nan], [3.0, 4.0, 5.0], [0.0, 2.0, 1.0]])
+    assert i.tolist() == [[1, 0, 2], [0, 2, 1], [2, 1, 0]]
+    # +inf and NaN share the first key (-inf): the fix-up moves the NaN first (PyTorch: NaN is the largest)
+    inf = float("inf")
+    v, i = tj.sort(tj.tensor([[inf, 1.0], [nan, 2.0]], dtype=tj.float64), dim=0, descending=True)
+    np.testing.assert_array_equal(_np(v), [[nan, 2.0], [inf, 1.0]])
+    assert i.tolist() == [[1, 1], [0, 0]]
+
+
+# ---- ops/shape_ops.py: the view op's copy fallback ----
+
+def test_view_op_copies_an_array_laid_out_otherwise():
+    # mutant shape_ops._view_np 3 (`x.reshape(None)` in the fallback): a node of a compiled program whose array is
+    # not laid out for a view (an elided `contiguous`) must still get the values in the new shape
+    from tracejit.ops.shape_ops import _view_np
+    a = np.arange(6.0).reshape(2, 3).T            # [3, 2], column-major: no view to [6]
+    out = _view_np(a, (6,))
+    assert out.shape == (6,)
+    np.testing.assert_array_equal(out, [0.0, 3.0, 1.0, 4.0, 2.0, 5.0])
+    b = np.arange(6.0)
+    assert np.shares_memory(_view_np(b, (2, 3)), b)     # where a view exists it is one
