@@ -110,3 +110,27 @@ def test_the_backward_loop_of_a_differentiable_scan_backward_saves_residuals():
     node = first_grad(h0, xs).grad_fn
     assert node.name() == "ScanBackward0" and node.attrs["saved"] == 1
     assert node.attrs["grad"].input_names[:2] == ["carry0.grad", "saved0"]
+
+
+def test_second_derivative_through_a_nested_scan_equals_the_python_loops():
+    # mutants ops/control._vjp 47, 48, 51, 52 (the saved count / backward body of the scan node that is recorded
+    # again for a scan inside a body being differentiated): only a derivative of that node reads them, i.e. a
+    # second derivative through a nested scan. Reference: the same scans run as Python loops (as_op=False).
+    import numpy as np
+
+    def grads(as_op):
+        w = tj.tensor(np.array([0.3, -0.2, 0.5]), requires_grad=True)
+        xs = tj.tensor(np.linspace(0.1, 0.9, 12).reshape(4, 3))
+
+        def outer(h, x):
+            def inner(c, y):
+                return (c * y * w).sin(), (c * w).sum()
+            c, ys = tj.scan(inner, h, x.reshape(3, 1).expand(3, 3), as_op=as_op)
+            return c + x, ys.sum()
+        h, ys = tj.scan(outer, tj.tensor(np.full(3, 0.5)), xs, as_op=as_op)
+        (g,) = tj.autograd.grad((ys ** 2).sum() + (h * h).sum(), (w,), create_graph=True)
+        (gg,) = tj.autograd.grad((g * g).sum(), (w,))
+        return g.detach().numpy(), gg.numpy()
+    (g0, gg0), (g1, gg1) = grads(False), grads(True)
+    np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gg1, gg0, rtol=1e-12, atol=1e-12)
