@@ -134,3 +134,35 @@ def test_second_derivative_through_a_nested_scan_equals_the_python_loops():
     (g0, gg0), (g1, gg1) = grads(False), grads(True)
     np.testing.assert_allclose(g1, g0, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gg1, gg0, rtol=1e-12, atol=1e-12)
+
+
+def _fused_layout(f, *xs):
+    """The numba CPU backend's fused program of f (as in test_fusion_groups.py; nothing compiled), checked on the
+    interpreter against the program before fusion; each node as (rows or None, body op names) or its op name."""
+    import numpy as np
+    from tracejit.backends.interpreter import run
+    from tracejit.backends.numba_cpu.convcols import shared_columns
+    from tracejit.backends.numba_cpu.gemm import gemm_updates, product_sums
+    from tracejit.ir.verify import verify
+    from tracejit.passes.decompose import decompose
+    from tracejit.passes.fusion import can_fuse_windows, fusion
+    g = tj.trace(f, backend="interpreter").graph(*xs).forward
+    g = shared_columns(product_sums(gemm_updates(decompose(g))))
+    fg = verify(fusion(g, can_fuse_windows, rows=True))
+    ins = [np.asarray(x.numpy()) for x in xs]
+    for a, b in zip(run(fg, ins), run(g, ins)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    return [(n.attrs.get("rows"), [m.op.name for m in n.attrs["body"].nodes]) if n.op.kind == "fused"
+            else n.op.name for n in fg.nodes]
+
+
+def test_a_row_group_grows_past_a_neighbour_in_an_earlier_row_group():
+    # mutant passes/fusion.row_groups 41 (`break` instead of `continue` for a neighbour already in an earlier row
+    # group): the sum over (1, 2) of a softmax's output seeds a second row group; its neighbours in index order are
+    # the softmax (in the first group) and then the mul, which fits and must join (under the mutant it stayed alone)
+    import tracejit.nn.functional as F
+    x = tj.randn(2, 3, 7)
+    assert _fused_layout(lambda x: F.softmax(x, -1).sum((1, 2), keepdim=True) * 2.0, x) == [
+        (((), (2, 3), (7,)), ["softmax"]), (((), (2,), (3, 7)), ["sum", "mul"])]
+    assert _fused_layout(lambda x: (F.softmax(x, -1) + F.softmax(x, -1).sum((1, 2), keepdim=True)) * 2.0, x) == [
+        (((), (2, 3), (7,)), ["softmax"]), (((), (2,), (3, 7)), ["sum", "add", "mul"])]
