@@ -132,9 +132,21 @@ def test_expand_number_of_sizes_message_names_the_dtype():
 
 def test_unflatten_refuses_a_negative_size_other_than_minus_one():
     # mutant shape_ops.unflatten 12 (-2 instead of -1 left out of the product of the known sizes): sizes [-2, -3]
-    # of a 6 gave the "don't multiply up" message; PyTorch's (first line): invalid shape dimension -2 ...
+    # of a 6 gave the "don't multiply up" message (this killed it before the fix of the next test; since, sizes
+    # below -1 are refused before the product and the mutant is equivalent). PyTorch's message has this line
+    # (after "unflatten got an unexpected error:")
     with pytest.raises(RuntimeError, match=r"^invalid shape dimension -2 at index 0 of shape \[-2, -3\]$"):
         tj.ones(6).unflatten(0, (-2, -3))
+
+
+def test_unflatten_names_the_invalid_size_even_when_the_product_is_wrong():
+    # a bug found with mutant shape_ops.unflatten 12: sizes [2, -2] of a 6 gave "Provided sizes [2, -2] don't
+    # multiply up ..."; PyTorch checks each size first: "invalid shape dimension -2 at index 1 of shape [2, -2]"
+    import re
+    for sizes, s, k in (((2, -2), -2, 1), ((-2, 3), -2, 0), ((3, -1, -5), -5, 2)):
+        want = re.escape(f"invalid shape dimension {s} at index {k} of shape {list(sizes)}")
+        with pytest.raises(RuntimeError, match=f"^{want}$"):
+            tj.ones(6).unflatten(0, sizes)
 
 
 def test_the_matmul_op_applied_directly_checks_shapes_and_dtypes():

@@ -374,6 +374,8 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = norm_dim(dim, input.ndim)
     shape = tuple(input.shape)
+    if any(s < -1 for s in sizes):      # PyTorch checks each size before the product: "invalid shape dimension"
+        _infer_shape(tuple(sizes), shape[d])
     known, free = math.prod(s for s in sizes if s != -1), list(sizes).count(-1)
     divides = shape[d] % known == 0 if known else shape[d] == 0       # (two -1: _infer_shape's message)
     if (free == 0 and known != shape[d]) or (free == 1 and not divides):
