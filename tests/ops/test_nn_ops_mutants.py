@@ -118,16 +118,12 @@ def test_nll_loss_of_float32_keeps_float32_in_its_loss_and_gradient():
 # ----------------------------------------------------------------------------- batch norm
 
 
-def _bn_ref(x, w=None, b=None, eps=1e-5, mean=None, var=None):
-    axes = (0,) + tuple(range(2, x.ndim))
+def _bn_ref(x, w=None, b=None, eps=1e-5):
+    """Batch norm in training in float64: (y, mean, biased var, xhat)."""
+    from test_nn_ops_edges import _bn_ref as y_mean_var
+    y, mean, var = y_mean_var(x, w, b, eps)
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    x = x.astype(np.float64)
-    if mean is None:
-        mean = x.mean(axes)
-        var = ((x - mean.reshape(shape)) ** 2).mean(axes)
-    xhat = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
-    y = xhat * (1 if w is None else w.reshape(shape)) + (0 if b is None else b.reshape(shape))
-    return y, mean, var, xhat
+    return y, mean, var, (x.astype(np.float64) - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
 
 
 def test_batch_norm_of_float32_keeps_float32_in_its_outputs_and_gradients():
