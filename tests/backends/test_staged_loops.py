@@ -134,3 +134,45 @@ def test_only_bodies_with_several_costly_calls_are_staged():
         [list(range(codegen.STAGE_MAX)), [codegen.STAGE_MAX]]
     # a first statement with more costly calls than a stage takes starts the first stage (no empty stage before it)
     assert codegen.stages(["v0 = exp_f32(tanh_f32(x0))    # x", "v1 = exp_f32(v0)    # exp"]) == [[0], [1]]
+
+
+def test_interleaved_vectors_from_interleave_min(monkeypatch):
+    # a loop of costly calls over INTERLEAVE_MIN elements or more compiles with LLVM interleaving INTERLEAVE vectors
+    # (workers.vector_interleave): the same bits as without, and only large kernels pay its compile time
+    def fn(x):
+        return tracejit.sigmoid(tracejit.tanh(x * 0.7 + 0.2) * 1.5) + tracejit.exp(x * 0.25)
+
+    monkeypatch.setattr(codegen, "INTERLEAVE_MIN", 4096)
+    big = np.random.default_rng(0).standard_normal(5000).astype(np.float32)
+    outs = {}
+    for ic in (0, 4):
+        monkeypatch.setattr(codegen, "INTERLEAVE", ic)
+        for a in (big, big[:100]):
+            got, ks = run(fn, [a], monkeypatch, staged=True, parallel=False)
+            assert ("VECTOR_INTERLEAVE = 4" in ks[0].code) == (ic == 4 and a.size >= 4096)
+            outs[ic, a.size] = got[0]
+    np.testing.assert_array_equal(outs[0, 5000], outs[4, 5000])
+    np.testing.assert_allclose(outs[4, 5000], sig(np.tanh(big * 0.7 + 0.2) * 1.5) + np.exp(big * 0.25), rtol=2e-6)
+
+
+def test_vector_interleave_applies_to_its_kernels_only():
+    # LLVM's option is set while a kernel whose module asks for it compiles, and reset afterwards
+    import types
+
+    import numba
+    from tracejit.backends.numba_cpu import workers
+
+    def f(x, y):
+        for i in range(x.size):
+            y[i] = x[i] * 1.5 + 0.5
+
+    def vector_stores(globals_):
+        disp = numba.njit(types.FunctionType(f.__code__, globals_))
+        with workers.vector_interleave(disp):
+            disp.compile((numba.float32[::1], numba.float32[::1]))
+        asm = disp.inspect_asm(disp.signatures[0])
+        return sum(asm.count(f"vmovups\t%{r}mm") for r in "xyz") + asm.count("\tmovups\t%xmm")
+
+    plain = vector_stores({})
+    assert vector_stores({"VECTOR_INTERLEAVE": 8}) > plain    # 8 vectors stored per iteration: more than LLVM's choice
+    assert vector_stores({}) == plain                          # and what compiles afterwards is as before

@@ -13,6 +13,8 @@ TILE elements (`stages`): one short loop per stage, each value a later stage rea
 A long fused loop of such calls is latency-bound: its body is longer than the core's out-of-order window
 (one 8-lane iteration of ten tanh is ~450 AVX2 instructions, ~700 cycles of dependent latency), so it runs one
 vector of elements at a time; a stage's loop body is short enough for the core to overlap several iterations.
+A large kernel with such calls also has LLVM interleave INTERLEAVE vectors per iteration of its loops, instruction
+by instruction (a module constant VECTOR_INTERLEAVE, applied by workers.vector_interleave when it compiles).
 
 Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs; numba compiles a variant
 only when it is first called).
@@ -33,6 +35,14 @@ CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 sc
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
 STAGE_MAX = 4    # costly calls in a stage
+# vectors LLVM's loop vectorizer interleaves in a kernel's loops with costly calls, from INTERLEAVE_MIN elements
+# (workers.vector_interleave; 0: LLVM's own choice, which is one vector per iteration there). Ten rounds of
+# u(x * 0.7 + 0.2) on 1M float32, one thread, ns per element per round, LLVM's choice / 4 / 8 (AMD EPYC znver3,
+# AVX2; medians of 25 alternated runs): exp 0.71 / 0.44-0.46 / 0.46-0.51, tanh 0.86 / 0.53-0.55 / 0.46-0.48,
+# sigmoid 0.92 / 0.60 / 0.52, exp and tanh alternating 0.80 / 0.48 / 0.45-0.48. The price is compile time: a kernel
+# of ten such calls 1.8-2.4 s -> 2.6-2.7 (4) -> 3.3-3.6 s (8), hence not for small kernels.
+INTERLEAVE = int(os.environ.get("TRACEJIT_INTERLEAVE", "8"))
+INTERLEAVE_MIN = 1 << 16
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
@@ -287,6 +297,8 @@ class _LoopKernel:
             consts["CHUNK"] = ("CHUNK", CHUNK)
         if self.plan is not None:
             consts["TILE"] = ("TILE", TILE)
+        if INTERLEAVE and self.size >= INTERLEAVE_MIN and any(_heavy_calls(st) for st in self.stmts):
+            consts["VECTOR_INTERLEAVE"] = ("VECTOR_INTERLEAVE", INTERLEAVE)    # (read by workers.vector_interleave)
         ks = KernelSource(name, title, self.node, module_code(consts, kernels, imports), self.mode,
                           self.in_kinds, tuple(self.extra_args), self.size, self.params,
                           [(dt, n) for _, n, dt in self.scratch])
@@ -413,20 +425,25 @@ def _names_in(lines):
     return set(_NAME.findall("\n".join(t.split("#")[0] for t in lines)))
 
 
+def _heavy_calls(text):
+    """The number of costly calls (`rt.HEAVY`) in a statement."""
+    if not _HEAVY_CALL:
+        from .rt import HEAVY
+        _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
+    return len(_HEAVY_CALL[0].findall(text.split("#")[0]))
+
+
 def stages(stmts):
     """The body's statements (indices) per stage, or None when one stage takes them all. A new stage begins at a
     costly call (`rt.HEAVY`) that depends, within the current stage, on STAGE_HEAVY costly calls already, or
     that would be the stage's STAGE_MAX-th: a chain of dependent calls is latency-bound in one loop (split it),
     while independent ones (tanh(x * w + b) * sigmoid(x)) overlap in one loop and run slower apart (1.3x, the
     separate loops' stores and loads of the tile included)."""
-    if not _HEAVY_CALL:
-        from .rt import HEAVY
-        _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
     out, count, depth = [[]], 0, {}       # depth: value -> costly calls on its longest path inside the stage
     for q, st in enumerate(stmts):
         name, rhs = st.split(" = ", 1)
         rhs = rhs.split("#")[0]
-        c = len(_HEAVY_CALL[0].findall(rhs))
+        c = _heavy_calls(rhs)
         d = max([depth.get(v, 0) for v in _NAME.findall(rhs)] + [0]) + c
         if c and out[-1] and (d > STAGE_HEAVY or count + c > STAGE_MAX):     # (never an empty stage)
             out.append([])

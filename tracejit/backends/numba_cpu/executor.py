@@ -391,7 +391,8 @@ def _warm_args(n, ks):
 def _warm(name, disp, args):
     fresh = not disp.signatures
     try:
-        disp(*args)
+        with workers.vector_interleave(disp):
+            disp(*args)
     except Exception as e:
         err = _kernel_error(name, e)
         if isinstance(err, _cache.KernelCompileError):

@@ -11,7 +11,11 @@ cache. A helper that fails or hangs costs only time: whatever it did not leave i
 compiles itself. On by default on Linux; on other POSIX systems (fork) only when TRACEJIT_COMPILE_WORKERS asks.
 The fork happens while holding numba's compiler lock, so no other thread of the caller is inside numba, and a
 helper runs nothing but numba's compiler (no kernel, no OpenMP) with its own quiet stdout/stderr.
+
+A kernel module that sets VECTOR_INTERLEAVE (codegen.INTERLEAVE: loops of vmath calls) compiles inside
+`vector_interleave`, here and in the caller.
 """
+import contextlib
 import os
 import sys
 import time
@@ -149,7 +153,31 @@ def _helper(sigs):
     warnings.simplefilter("ignore")
     sys.stdout = sys.stderr = open(os.devnull, "w")
     for disp, sig in sigs:
-        disp.compile(sig)
+        with vector_interleave(disp):
+            disp.compile(sig)
+
+
+@contextlib.contextmanager
+def vector_interleave(disp):
+    """Compiling `disp` (a generated kernel) in here makes LLVM's loop vectorizer interleave its module's
+    VECTOR_INTERLEAVE vectors per loop iteration, instruction by instruction, where it has that global: a loop of
+    exp/tanh/sigmoid calls is a long chain of dependent instructions per vector, and with its own choice (one vector
+    at a time) the core overlaps too few iterations to fill its pipes. The setting is LLVM's process-wide option,
+    set under numba's compiler lock and reset to LLVM's own choice afterwards, so nothing else compiles with it.
+    (numba compiles a dispatcher's variant that was not warmed, such as kernel_par after the thread count changed,
+    at its first call: without it.)"""
+    n = getattr(disp, "py_func", None) and disp.py_func.__globals__.get("VECTOR_INTERLEAVE")
+    if not n:
+        yield
+        return
+    import llvmlite.binding as ll
+    from numba.core.compiler_lock import global_compiler_lock
+    with global_compiler_lock:
+        ll.set_option("tracejit", f"-force-vector-interleave={int(n)}")
+        try:
+            yield
+        finally:
+            ll.set_option("tracejit", "-force-vector-interleave=0")
 
 
 def _reap(pid, deadline):
