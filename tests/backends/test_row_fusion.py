@@ -174,17 +174,18 @@ def test_batch_norm_statistics_and_their_backward_are_row_kernels():
     assert len(stats) == 1 and {"mean", "var"} <= {b.op.name for b in stats[0].attrs["body"].nodes}
 
 
-def test_batch_norm_backward_sums_each_segment_from_a_scratch_row_of_one_segment():
-    """Rows of L segments (batch norm's: the batch before the channel): a scratch row only summed holds one
-    segment of T and is summed after each (it stays in L1); the variance's stays whole (its second pass needs the
-    mean first). Both agree with eager."""
+def test_batch_norm_backward_sums_each_segment_into_a_float64_row_of_one_segment():
+    """Rows of L segments (batch norm's: the batch before the channel): a scratch row only summed is a float64 row
+    of one segment's T elements that each segment adds into, summed once after the last (it stays in L1); the
+    variance's stays whole (its second pass needs the mean first). Both agree with eager."""
     x = tracejit.randn(5, 3, 4, 6, requires_grad=True)
     traced_equals_eager(_bn_step(3), x, [(1e-5, 1e-5), (1e-4, 1e-4)])
     tf = tracejit.trace(_bn_step(3), backend="numba")
     tf(x)
     kernels = [ks for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels if ks.mode == "rows"]
     sums = [ks for ks in kernels if "rsumsq(" not in ks.code]
-    assert sums and all(n == 24 for ks in sums for _, n in ks.scratch) and all("+= rsum(" in ks.code for ks in sums)
+    assert sums and all((dt, n) == (np.float64, 24) for ks in sums for dt, n in ks.scratch)
+    assert all(re.search(r"t(\d+)\[c\] \+= v\d+\n", ks.code) and "+= rsum(" not in ks.code for ks in sums)
     (stats,) = [ks for ks in kernels if "rsumsq(" in ks.code]
     assert sorted(n for _, n in stats.scratch) == [24, 5 * 24]
 

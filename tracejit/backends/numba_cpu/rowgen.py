@@ -91,12 +91,13 @@ class _RowKernel:
         self.npass = max(list(self.updates) + list(self.stores) + list(self.row_stmts))
         self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
             [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
-        # scratch rows of one segment (T, not N): a row only summed, with L > 1 segments, is summed after each
-        # segment and stays in L1 (a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms,
-        # one thread, AMD EPYC znver3);
-        # a widened bool operand's copy
-        self.segmented = {t for t, _ in self.scratch if self.L > 1 and t in self.row_sums and t not in self.whole}
-        self.segmented |= {f"w{j}" for j in self.widened}
+        # scratch rows of one segment (T, not N): a row only summed, with L > 1 segments, is a float64 row that
+        # each segment's loop adds into, summed once after the last segment (it stays in L1, and no call per
+        # segment: a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms filling and
+        # summing it per segment, one thread, AMD EPYC znver3); a widened bool operand's copy
+        self.seg_sums = {t for t, _ in self.scratch if self.L > 1 and t in self.row_sums and t not in self.whole}
+        self.scratch = [(t, np.float64 if t in self.seg_sums else dt) for t, dt in self.scratch]
+        self.segmented = self.seg_sums | {f"w{j}" for j in self.widened}
         summed = {f"{s} = rsum({t}, N)" for t, s in self.row_sums.items() if t in self.segmented}
         self.row_stmts = {p: [s for s in st if s not in summed] for p, st in self.row_stmts.items()}
 
@@ -234,18 +235,20 @@ class _RowKernel:
                 need.add(vid)
                 wanted.extend(elem[vid][1])
         lines = [elem[vid][0] for vid in self.order if vid in need]
-        lines += [f"{t}[{self._at('0' if self.L == 1 or t in self.segmented else 'e')}] = {x}" for t, x in ups]
+        lines += [f"{t}[c] += {x}" if t in self.seg_sums else
+                  f"{t}[{self._at('0' if self.L == 1 else 'e')}] = {x}" for t, x in ups]
         lines += [f"out{k}[{self._at('b')}] = {nm}" for _, k, nm in sts]
         if not lines:
             return []
         loop = ["for c in range(T):"] + ["    " + ln for text in lines for ln in text.split("\n")]
         if self.L == 1:
             return loop
-        seg = [(t, self.row_sums[t]) for t, _ in ups if t in self.segmented]    # summed after each segment
+        seg = [(t, self.row_sums[t]) for t, _ in ups if t in self.seg_sums]    # summed after the last segment
         widen = [f"    for c in range(T):\n        w{j}[c] = in{j}[np.uint64(b + c)]" for j in self.widened
                  if id(self.ins[j]) in need]
-        return [f"{s} = 0.0" for _, s in seg] + ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + \
-            widen + ["    " + ln for ln in loop] + [f"    {s} += rsum({t}, T)" for t, s in seg]
+        return [f"for c in range(T):\n    {t}[c] = 0.0" for t, _ in seg] + \
+            ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + \
+            widen + ["    " + ln for ln in loop] + [f"{s} = rsum({t}, T)" for t, s in seg]
 
     def kernel_fn(self, fname, rng, flags):
         kp_arg, kp_unpack = param_args(self.params)
