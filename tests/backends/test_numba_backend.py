@@ -912,3 +912,32 @@ def test_a_sum_whose_window_is_read_outside_its_kernel_runs_alone():
 
     x, y = tracejit.randn(4, dtype=tracejit.float64), tracejit.randn(3, dtype=tracejit.float64)
     np.testing.assert_allclose(tracejit.trace(f)(x, y).numpy(), f(x, y).numpy(), rtol=1e-12)
+
+
+def test_fused_steps_read_through_reshapes_and_skip_those_only_they_read():
+    # views and reshapes a fused kernel reads are read from the array under them (its elements in the same order):
+    # a chain of them, one of a transposed (non-contiguous) input, one that is also returned (computed), and a
+    # reshape a non-fused node reads (computed)
+    from tracejit.backends.numba_cpu import executor
+
+    def fn(x, w, b, t):
+        y = x * w.view(1, 4, 1, 1) + b.reshape(4, 1).view(1, 4, 1, 1)       # a chain of two
+        z = tracejit.relu(t.t().reshape(-1)) * 2.0                           # a copy under it (t.t() strided)
+        r = b.view(2, 2)
+        return y.sum(), z, r, r.sum() + tracejit.matmul(w.view(2, 2), r).sum()
+
+    rng = np.random.default_rng(0)
+    args = [tracejit.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((3, 4, 2, 2), (4,), (4,), (3, 5))]
+    got, want = both(fn, *args)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, atol=1e-6)
+        assert g.shape == e.shape
+    np.testing.assert_array_equal(got[2].numpy(), args[2].numpy().reshape(2, 2))
+    tf = tracejit.trace(fn, backend="numba")
+    tf(*args)
+    cg = tf.graph(*args).entry.fwd_fn
+    skipped = [n.op.name for n, st in zip(cg.graph.nodes, cg._steps) if st is executor._skip]
+    kept = [n.op.name for n, st in zip(cg.graph.nodes, cg._steps)
+            if n.op.name in ("view", "reshape") and st is not executor._skip]
+    assert len(skipped) >= 3 and set(skipped) <= {"view", "reshape"}
+    assert kept      # the returned view and the matmul's operand are computed

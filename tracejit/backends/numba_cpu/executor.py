@@ -59,6 +59,20 @@ class CompiledGraph:
                 template_items.append((kslot[id(v)], np.array(a, order="C")))
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
+        # a reshape's elements in order are its input's: fused steps read through reshapes and views to the
+        # array under them (kernels take their operands flat), and a reshape only fused steps read is skipped
+        # (the ResNet step's [C] <-> [1, C, 1, 1] views of its batch-norm parameters and their gradients: 38 of
+        # 75 view nodes, ~3 us each a call)
+        self._root = {}            # id(value read through reshapes) -> the value under them
+        readers = {}
+        for n in graph.nodes:
+            for i in n.inputs:
+                readers.setdefault(id(i), []).append(n)
+            if n.op.name in _RESHAPES:
+                self._root[id(n.outputs[0])] = self._root.get(id(n.inputs[0]), n.inputs[0])
+                kslot[id(n.outputs[0])] = kslot[id(self._root[id(n.outputs[0])])]
+        skipped = {id(n) for n in graph.nodes if n.op.name in _RESHAPES and id(n.outputs[0]) not in returned and
+                   all(m.op.kind == "fused" for m in readers.get(id(n.outputs[0]), ()))}
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
         self._buf_specs = []       # per buffer: the buffer plan's request (numpy dtype, shape, value or None, node)
         # per call: may donated outputs be written into their inputs' arrays (no two inputs share memory)?
@@ -73,7 +87,9 @@ class CompiledGraph:
         self.keep_returned = REFCOUNTS_EXACT      # (else never reused: see tracejit/_keep.py)
         steps = []
         for k, n in enumerate(graph.nodes):
-            if n.op.kind == "fused":
+            if id(n) in skipped:
+                steps.append(_skip)
+            elif n.op.kind == "fused":
                 steps.append(self._fused_step(n, k, kslot, returned, fastmath))
             elif n.op is GEMM_ACC and id(n.outputs[0]) in self._donated:
                 steps.append(self._gemm_step(n, slot))
@@ -133,7 +149,7 @@ class CompiledGraph:
         self._pending.append((name, self.kernels[-1][2], n, ks))     # (compiled now: the variant for now)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
-        flat_in = all(len(v.shape) == 1 for v in n.inputs)
+        flat_in = all(len(self._root.get(id(v), v).shape) == 1 for v in n.inputs)
         ins = [(slot[id(v)], v.producer is None or v.producer.op.kind != "fused") for v in n.inputs]
         ins += [(s, False) for s in scratch]
         in_slots += scratch
@@ -310,6 +326,13 @@ def _operand(a):
     if f.c_contiguous and f.writeable:
         return a.reshape(-1)
     return np.array(a, order="C").reshape(-1)
+
+
+_RESHAPES = ("view", "reshape")
+
+
+def _skip(env):
+    pass
 
 
 def _impl_step(n, slot):
