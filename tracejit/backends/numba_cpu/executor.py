@@ -59,7 +59,7 @@ class CompiledGraph:
                 template_items.append((kslot[id(v)], np.array(a, order="C")))
         out_vals = [v for v in graph.outputs]
         returned = set(id(v) for v in out_vals if isinstance(v, Value))
-        # a reshape's elements in order are its input's: fused steps read through reshapes and views to the
+        # a reshape's elements in order are its input's (op.reshapes): fused steps read through them to the
         # array under them (kernels take their operands flat), and a reshape only fused steps read is skipped
         # (the ResNet step's [C] <-> [1, C, 1, 1] views of its batch-norm parameters and their gradients: 38 of
         # 75 view nodes, ~3 us each a call)
@@ -68,10 +68,10 @@ class CompiledGraph:
         for n in graph.nodes:
             for i in n.inputs:
                 readers.setdefault(id(i), []).append(n)
-            if n.op.name in _RESHAPES:
+            if n.op.reshapes:
                 self._root[id(n.outputs[0])] = self._root.get(id(n.inputs[0]), n.inputs[0])
                 kslot[id(n.outputs[0])] = kslot[id(self._root[id(n.outputs[0])])]
-        skipped = {id(n) for n in graph.nodes if n.op.name in _RESHAPES and id(n.outputs[0]) not in returned and
+        skipped = {id(n) for n in graph.nodes if n.op.reshapes and id(n.outputs[0]) not in returned and
                    all(m.op.kind == "fused" for m in readers.get(id(n.outputs[0]), ()))}
         self._bufids = set()       # ids of every intermediate buffer ever allocated (for the alias check)
         self._buf_specs = []       # per buffer: the buffer plan's request (numpy dtype, shape, value or None, node)
@@ -326,9 +326,6 @@ def _operand(a):
     if f.c_contiguous and f.writeable:
         return a.reshape(-1)
     return np.array(a, order="C").reshape(-1)
-
-
-_RESHAPES = ("view", "reshape")
 
 
 def _skip(env):
