@@ -37,7 +37,7 @@ STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
 STAGE_MAX = 4    # costly calls in a stage
 # vectors LLVM's loop vectorizer interleaves in a kernel's loops with costly calls, from INTERLEAVE_MIN elements
 # (workers.vector_interleave; 0: LLVM's own choice, which is one vector per iteration there). Ten rounds of
-# u(x * 0.7 + 0.2) on 1M float32, one thread, ns per element per round, LLVM's choice / 4 / 8 (AMD EPYC znver3,
+# u(x * 0.7 + 0.2) on 1M float32, one thread, ns per element per round, LLVM's choice / 4 / 8 (AMD EPYC znver4,
 # AVX2; medians of 25 alternated runs): exp 0.71 / 0.44-0.46 / 0.46-0.51, tanh 0.86 / 0.53-0.55 / 0.46-0.48,
 # sigmoid 0.92 / 0.60 / 0.52, exp and tanh alternating 0.80 / 0.48 / 0.45-0.48. The price is compile time: a kernel
 # of ten such calls 1.8-2.4 s -> 2.6-2.7 (4) -> 3.3-3.6 s (8), hence not for small kernels.

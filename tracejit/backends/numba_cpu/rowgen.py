@@ -92,9 +92,10 @@ class _RowKernel:
         self.order = [id(v) for v in self.ins if id(v) in self.elem] + \
             [id(nd.outputs[0]) for nd in body.nodes if id(nd.outputs[0]) in self.elem]
         # scratch rows of one segment (T, not N): a row only summed, with L > 1 segments, is a float64 row that
-        # each segment's loop adds into, summed once after the last segment (it stays in L1, and no call per
-        # segment: a 16-channel BatchNorm backward over 64 x 16 x 16 positions: 0.19 -> 0.14 ms filling and
-        # summing it per segment, one thread, AMD EPYC znver3); a widened bool operand's copy
+        # each segment's loop adds into, summed once after the last segment (it stays in L1: a 16-channel
+        # BatchNorm backward over 64 x 16 x 16 positions 0.19 -> 0.14 ms with a row of one segment filled and
+        # summed per segment, one thread, AMD EPYC znver3; adding into it instead, no call per segment: the ResNet
+        # step's seven batch-norm backward kernels 2.79-2.90 -> 2.65-2.68 ms, znver4); a widened bool operand's copy
         self.seg_sums = {t for t, _ in self.scratch if self.L > 1 and t in self.row_sums and t not in self.whole}
         self.scratch = [(t, np.float64 if t in self.seg_sums else dt) for t, dt in self.scratch]
         self.segmented = self.seg_sums | {f"w{j}" for j in self.widened}
