@@ -188,6 +188,8 @@ def test_batch_norm_backward_sums_each_segment_into_a_float64_row_of_one_segment
     assert all(re.search(r"t(\d+)\[c\] \+= v\d+\n", ks.code) and "+= rsum(" not in ks.code for ks in sums)
     (stats,) = [ks for ks in kernels if "rsumsq(" in ks.code]
     assert sorted(n for _, n in stats.scratch) == [24, 5 * 24]
+    # no array a row kernel writes shares memory with another it reads: numba puts noalias on their pointers
+    assert all("pipeline_class=NoAliasCompiler" in ks.code for ks in kernels)
 
 
 def test_a_relu_mask_of_short_segments_is_read_through_a_float_copy():
@@ -304,3 +306,21 @@ def test_segmented_rows_take_their_prange_variant_from_a_share_of_par_min(monkey
     finally:
         numba.set_num_threads(before)
     assert variants == {"batch": {"kernel_par"}, "layer": {"kernel"}}
+
+
+def test_no_alias_compiler_marks_array_pointers_noalias():
+    # what the row kernels compile with: numba's noalias flag on (LLVM then assumes the arrays do not overlap)
+    import numba
+    from tracejit.backends.numba_cpu.rt import NoAliasCompiler
+
+    def f(x, y):
+        for i in range(x.size):
+            y[i] = x[i] * 2.0
+
+    sig = (numba.float32[::1], numba.float32[::1])
+    plain, marked = numba.njit(f), numba.njit(pipeline_class=NoAliasCompiler)(f)
+    plain.compile(sig)
+    marked.compile(sig)
+    header = lambda d: re.search(r"define [^\n]*", d.inspect_llvm(d.signatures[0])).group(0)  # noqa: E731
+    # the two arrays' pointers (meminfo, parent, data each): noalias too, where the plain compilation has none
+    assert header(marked).count("noalias") >= header(plain).count("noalias") + 6

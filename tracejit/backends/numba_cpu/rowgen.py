@@ -273,7 +273,7 @@ class _RowKernel:
 
     def source(self, name, fastmath):
         ins, outs, R, L, T, N = self.ins, self.outs, self.R, self.L, self.T, self.N
-        base = njit_flags(fastmath)
+        base = njit_flags(fastmath) + ", pipeline_class=NoAliasCompiler"
         title = (f"# tracejit row kernel {name}: {len(ins)} inputs -> {len(outs)} outputs, "
                  f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {self.npass} passes over each row")
         code = module_code(self.consts, [self.kernel_fn("kernel", "range", base),
