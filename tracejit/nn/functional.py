@@ -178,6 +178,96 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return R.sum(x1 * x2, dim) / n
 
 
+_INTERP_DIMS = {"nearest": (3, 4, 5), "nearest-exact": (3, 4, 5), "linear": (3,), "bilinear": (4,),
+                "trilinear": (5,)}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """PyTorch's F.interpolate for the modes nearest, nearest-exact, linear, bilinear and trilinear: per spatial dim
+    a gather of the source rows (index_select) and, for the linear modes, the two neighbours' weighted sum, with
+    PyTorch's source coordinates (float32 arithmetic, as its CPU kernels): differentiable by the gather's VJP."""
+    if mode not in _INTERP_DIMS:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported by tracejit (nearest, "
+                                  f"nearest-exact, linear, bilinear, trilinear)")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported by tracejit")
+    nd = input.ndim - 2
+    if input.ndim not in _INTERP_DIMS[mode]:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs "
+                                  f"{' or '.join(f'{d}D' for d in _INTERP_DIMS[mode])} input")
+    if mode.startswith("nearest") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
+                         "bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined" if size is not None else
+                         "either size or scale_factor should be defined")
+    in_size = tuple(input.shape[2:])
+    if size is not None:
+        out = (size,) * nd if isinstance(size, int) else tuple(size)
+        if len(out) != nd:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
+                             f"spatial dimensions of {list(in_size)} and output size of {list(out)}. Please provide "
+                             f"input tensor in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) "
+                             f"format.")
+        scales = (None,) * nd
+    else:
+        sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(sf) != nd:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {list(in_size)} and scale_factor of shape {list(sf)}.")
+        out = tuple(int(np.floor(float(n) * float(f))) for n, f in zip(in_size, sf))
+        scales = (None,) * nd if recompute_scale_factor else tuple(float(f) for f in sf)
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input {in_size} and output "
+                           f"{out}")
+    y = input
+    for d, (n, m, sc) in enumerate(zip(in_size, out, scales)):
+        dim = 2 + d
+        if mode.startswith("nearest"):
+            y = I.index_select(y, dim, _const(_nearest_index(n, m, sc, mode == "nearest-exact")))
+        else:
+            i0, i1, w1 = _linear_source(n, m, sc, bool(align_corners))
+            shape = [1] * input.ndim
+            shape[dim] = m
+            w1 = _const(w1.reshape(shape).astype(input.dtype.np))
+            y = I.index_select(y, dim, _const(i0)) * (1 - w1) + I.index_select(y, dim, _const(i1)) * w1
+    return y
+
+
+def _const(a):
+    from ..creation import tensor
+    return tensor(a)
+
+
+def _scale(n, m, sc, align_corners=False):
+    """PyTorch's area_pixel_compute_scale (as float32)."""
+    if align_corners:
+        return np.float32((n - 1) / (m - 1) if m > 1 else 0.0)
+    return np.float32(1.0 / sc if sc is not None and sc > 0 else n / m)
+
+
+def _nearest_index(n, m, sc, exact):
+    s = _scale(n, m, sc)
+    j = np.arange(m, dtype=np.float32)
+    src = np.floor((j + np.float32(0.5)) * s) if exact else np.floor(j * s)
+    return np.minimum(src.astype(np.int64), n - 1)
+
+
+def _linear_source(n, m, sc, align_corners):
+    """(left neighbour, right neighbour, right weight) of each output position along one dim."""
+    s = _scale(n, m, sc, align_corners)
+    j = np.arange(m, dtype=np.float32)
+    src = j * s if align_corners else np.maximum((j + np.float32(0.5)) * s - np.float32(0.5), np.float32(0.0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, (src - i0.astype(np.float32)).astype(np.float32)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
 def pad(input, pad, mode="constant", value=0.0):
     if mode != "constant":
         raise NotImplementedError(f"pad mode {mode!r}: tracejit supports mode='constant'")

@@ -16,3 +16,4 @@ from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntro
 from .rnn import RNNBase, RNN, LSTM, GRU
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
                           TransformerDecoder, Transformer)
+from .upsampling import Upsample
