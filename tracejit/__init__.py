@@ -134,11 +134,10 @@ def cdist(x1, x2, p=2.0):
     return vector_norm(d, p, -1)  # noqa: F405
 
 
-def compile(*a, **k):
-    raise NotImplementedError("tracejit.compile does not exist: use tracejit.trace")
 from . import config
 from . import cuda  # noqa: E402  (numba.cuda itself is imported only when CUDA is used)
 from .tracing.trace import trace, make_graph, TracedFunction
+from ._compile import compile  # noqa: E402,A001  (torch.compile's name: the compiler is trace)
 from .scan import scan  # noqa: E402
 
 # nn/optim/data/saving (issue 5)
