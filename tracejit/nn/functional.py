@@ -268,6 +268,36 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
+def pixel_shuffle(input, upscale_factor):
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
+    r = upscale_factor
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    n = len(lead)
+    x = S.reshape(input, (*lead, c // (r * r), r, r, h, w))
+    x = S.permute(x, tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
+    return S.reshape(x, (*lead, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
+    r = downscale_factor
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                           f"{h} and {w} for downscale_factor={r}")
+    n = len(lead)
+    x = S.reshape(input, (*lead, c, h // r, r, w // r, r))
+    x = S.permute(x, tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
+    return S.reshape(x, (*lead, c * r * r, h // r, w // r))
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return R.vector_norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
+
+
 def pad(input, pad, mode="constant", value=0.0):
     if mode != "constant":
         raise NotImplementedError(f"pad mode {mode!r}: tracejit supports mode='constant'")

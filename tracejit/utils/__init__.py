@@ -1,2 +1,2 @@
-"""tracejit.utils: data loading (tracejit.utils.data)."""
-from . import data
+"""tracejit.utils: data loading (tracejit.utils.data), checkpoint."""
+from . import checkpoint, data

@@ -182,3 +182,58 @@ class GRU(RNNBase):
                  bidirectional=False, device=None, dtype=None):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
                          device, dtype)
+
+
+class RNNCellBase(Module):
+    """One step of an RNN, LSTM or GRU (RNNCell, LSTMCell, GRUCell): PyTorch's weight_ih, weight_hh, bias_ih,
+    bias_hh and their initialization; the step is RNNBase's."""
+
+    def __init__(self, mode, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.mode, self.input_size, self.hidden_size, self.bias = mode, input_size, hidden_size, bias
+        gates = _GATES[mode] * hidden_size
+        f = dict(dtype=dtype, device=device)
+        self.weight_ih = Parameter(C.empty((gates, input_size), **f))
+        self.weight_hh = Parameter(C.empty((gates, hidden_size), **f))
+        if bias:
+            self.bias_ih = Parameter(C.empty(gates, **f))
+            self.bias_hh = Parameter(C.empty(gates, **f))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        RNNBase.reset_parameters(self)
+
+    def forward(self, input, hx=None):
+        if input.dim() not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        batched = input.dim() == 2
+        x = input if batched else input.unsqueeze(0)
+        lstm = self.mode == "LSTM"
+        if hx is None:
+            z = C.zeros((x.shape[0], self.hidden_size), dtype=x.dtype)
+            hx = (z, z) if lstm else z
+        elif not batched:
+            hx = tuple(h.unsqueeze(0) for h in hx) if lstm else hx.unsqueeze(0)
+        state, _ = RNNBase._step(self, self.weight_hh, self.bias_hh)(hx, F.linear(x, self.weight_ih, self.bias_ih))
+        if not batched:
+            state = tuple(s.squeeze(0) for s in state) if lstm else state.squeeze(0)
+        return state
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, bias,
+                         device, dtype)
+        self.nonlinearity = nonlinearity
+
+
+class LSTMCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
