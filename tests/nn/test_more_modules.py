@@ -1,6 +1,6 @@
 """RNNCell/LSTMCell/GRUCell, PixelShuffle/PixelUnshuffle, InstanceNorm1d/2d/3d, CosineSimilarity,
-PairwiseDistance, nn.utils.rnn.pad_sequence and utils.checkpoint against PyTorch (values and gradients, from the
-same weights), and traced = eager."""
+PairwiseDistance, AdaptiveMaxPool1d/2d, nn.utils.rnn.pad_sequence and utils.checkpoint against PyTorch (values and
+gradients, from the same weights), and traced = eager."""
 import numpy as np
 import pytest
 
@@ -134,3 +134,21 @@ def test_cells_and_pixel_shuffle_traced_equal_eager():
     step = tj.trace(f)
     for _ in range(2):
         np.testing.assert_allclose(float(step(x, h)), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape, out", [((2, 3, 7, 5), (3, 2)), ((2, 3, 8, 8), 1), ((3, 9, 4), (4, None)),
+                                        ((2, 3, 5, 5), (7, 6))])
+def test_adaptive_max_pool2d(shape, out):
+    _same_as_torch(lambda lib: lib.nn.AdaptiveMaxPool2d(out), [RNG.standard_normal(shape).astype(np.float32)])
+
+
+@pytest.mark.parametrize("out", [1, 4, 11, 13])
+def test_adaptive_max_pool1d_and_traced(out):
+    x = RNG.standard_normal((2, 3, 11)).astype(np.float32)
+    _same_as_torch(lambda lib: lib.nn.AdaptiveMaxPool1d(out), [x])
+    m = tj.nn.AdaptiveMaxPool1d(out)
+    step = tj.trace(lambda t: m(t).square().sum())
+    for _ in range(2):
+        np.testing.assert_allclose(float(step(tj.tensor(x))), float(m(tj.tensor(x)).square().sum()), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        tj.nn.AdaptiveMaxPool1d(out, return_indices=True)(tj.tensor(x))

@@ -588,6 +588,41 @@ def adaptive_avg_pool1d(input, output_size):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def _adaptive_windows(n, m):
+    """PyTorch's adaptive pooling windows of m outputs over n inputs, [floor(i*n/m), ceil((i+1)*n/m)), as an
+    (m, widest) index array, each window padded with its last index (a repeat changes no max)."""
+    lo = [i * n // m for i in range(m)]
+    hi = [-(-(i + 1) * n // m) for i in range(m)]
+    k = max(h - lo_ for lo_, h in zip(lo, hi))
+    return np.array([[min(lo_ + j, h - 1) for j in range(k)] for lo_, h in zip(lo, hi)], np.int64)
+
+
+def _adaptive_max(x, dim, m):
+    """The adaptive max over dim (one of the trailing spatial dims) to m outputs: a gather of the windows' rows and
+    their amax (the gradient of a repeated element comes back summed through the gather)."""
+    idx = _adaptive_windows(x.shape[dim], m)
+    g = I.index_select(x, dim, _const(idx.reshape(-1)))
+    return R.amax(S.reshape(g, tuple(x.shape[:dim]) + idx.shape + tuple(x.shape[dim + 1:])), dim + 1)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported by tracejit")
+    x, unbatched = _batched(input, 3, "adaptive_max_pool2d")
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    oh, ow = x.shape[2] if oh is None else oh, x.shape[3] if ow is None else ow
+    out = _adaptive_max(_adaptive_max(x, 2, oh), 3, ow)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool1d: return_indices=True is not supported by tracejit")
+    x, unbatched = _batched(input, 2, "adaptive_max_pool1d")
+    out = _adaptive_max(x, 2, int(_single(output_size)))
+    return S.squeeze(out, 0) if unbatched else out
+
+
 # ----------------------------------------------------------------------------- normalization and embedding
 # Composites of registry ops: their gradients come from the ops' VJPs, eager and traced alike.
 

@@ -10,7 +10,8 @@ from .sparse import Embedding
 from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
-from .pooling import MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
+from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d)
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
                    KLDivLoss)
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell

@@ -80,3 +80,20 @@ class AdaptiveAvgPool2d(Module):
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool2d(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
