@@ -1,6 +1,6 @@
 """RNNCell/LSTMCell/GRUCell, PixelShuffle/PixelUnshuffle, InstanceNorm1d/2d/3d, CosineSimilarity,
-PairwiseDistance, AdaptiveMaxPool1d/2d, nn.utils.rnn.pad_sequence and utils.checkpoint against PyTorch (values and
-gradients, from the same weights), and traced = eager."""
+PairwiseDistance, AdaptiveMaxPool1d/2d, Unfold, nn.utils.rnn.pad_sequence and utils.checkpoint against PyTorch
+(values and gradients, from the same weights), and traced = eager."""
 import numpy as np
 import pytest
 
@@ -152,3 +152,23 @@ def test_adaptive_max_pool1d_and_traced(out):
         np.testing.assert_allclose(float(step(tj.tensor(x))), float(m(tj.tensor(x)).square().sum()), rtol=1e-6)
     with pytest.raises(NotImplementedError, match="return_indices"):
         tj.nn.AdaptiveMaxPool1d(out, return_indices=True)(tj.tensor(x))
+
+
+@pytest.mark.parametrize("shape, kw", [((2, 3, 6, 7), {"kernel_size": 3}),
+                                       ((2, 3, 6, 7), {"kernel_size": (2, 3), "stride": 2, "padding": 1,
+                                                       "dilation": (1, 2)}),
+                                       ((3, 8, 8), {"kernel_size": 4, "stride": 4}),           # no batch dim
+                                       ((1, 2, 5, 5), {"kernel_size": 2, "dilation": 2, "padding": (0, 1)})])
+def test_unfold(shape, kw):
+    _same_as_torch(lambda lib: lib.nn.Unfold(**kw), [RNG.standard_normal(shape).astype(np.float32)])
+    x = tj.tensor(RNG.standard_normal(shape).astype(np.float32))
+    step = tj.trace(lambda t: tj.nn.functional.unfold(t, **kw).square().sum())
+    for _ in range(2):
+        np.testing.assert_allclose(float(step(x)), float(tj.nn.functional.unfold(x, **kw).square().sum()), rtol=1e-6)
+
+
+def test_unfold_errors():
+    with pytest.raises(RuntimeError, match="components must be at least one"):
+        tj.nn.functional.unfold(tj.randn(1, 1, 2, 2), 3)
+    with pytest.raises(RuntimeError, match="Only 3D or 4D input"):
+        tj.nn.functional.unfold(tj.randn(2, 2), 1)

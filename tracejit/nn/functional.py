@@ -588,6 +588,28 @@ def adaptive_avg_pool1d(input, output_size):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L), column c*kh*kw + i*kw + j holding tap (i, j) of channel c at each
+    of the L output positions: a strided slice per tap (differentiable by the slices' VJPs)."""
+    pair = lambda v: tuple(v) if isinstance(v, (list, tuple)) else (v, v)  # noqa: E731
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair(v) for v in (kernel_size, dilation, padding, stride))
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
+    x, unbatched = (S.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)
+    if ph or pw:
+        x = pad(x, (pw, pw, ph, ph))
+    N, C, H, W = x.shape
+    oh, ow = (H - dh * (kh - 1) - 1) // sh + 1, (W - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"Given input with spatial size ({H - 2 * ph}, {W - 2 * pw}), kernel_size=({kh}, {kw}), "
+                           f"dilation=({dh}, {dw}), padding=({ph}, {pw}), calculated shape of the array of sliding "
+                           f"blocks as ({oh}, {ow}), but its components must be at least one.")
+    taps = [x[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            for i in range(kh) for j in range(kw)]
+    out = S.reshape(S.stack(taps, 2), (N, C * kh * kw, oh * ow))
+    return S.squeeze(out, 0) if unbatched else out
+
+
 def _adaptive_windows(n, m):
     """PyTorch's adaptive pooling windows of m outputs over n inputs, [floor(i*n/m), ceil((i+1)*n/m)), as an
     (m, widest) index array, each window padded with its last index (a repeat changes no max)."""

@@ -1,4 +1,4 @@
-"""PixelShuffle, PixelUnshuffle."""
+"""PixelShuffle, PixelUnshuffle, Unfold: rearrangements of a batch of images."""
 from .. import functional as F
 from .module import Module
 
@@ -19,3 +19,14 @@ class PixelUnshuffle(Module):
 
     def forward(self, input):
         return F.pixel_unshuffle(input, self.downscale_factor)
+
+
+class Unfold(Module):
+    """Sliding local blocks as columns (F.unfold, im2col)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
