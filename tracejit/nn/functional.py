@@ -591,8 +591,8 @@ def adaptive_avg_pool1d(input, output_size):
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), column c*kh*kw + i*kw + j holding tap (i, j) of channel c at each
     of the L output positions: a strided slice per tap (differentiable by the slices' VJPs)."""
-    pair = lambda v: tuple(v) if isinstance(v, (list, tuple)) else (v, v)  # noqa: E731
-    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (pair(v) for v in (kernel_size, dilation, padding, stride))
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_C._pair(v, n) for v, n in ((kernel_size, "kernel_size"),
+                                              (dilation, "dilation"), (padding, "padding"), (stride, "stride")))
     if input.ndim not in (3, 4):
         raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.ndim}D)")
     x, unbatched = (S.unsqueeze(input, 0), True) if input.ndim == 3 else (input, False)

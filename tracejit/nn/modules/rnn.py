@@ -17,6 +17,32 @@ from .module import Module
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
+def _step(mode, H, w_hh, b_hh):
+    """combine_fn for scan, and a cell's step: (state, projected input x_t) -> (new state, h_t)."""
+    if mode == "LSTM":
+        def step(state, gx):
+            h, c = state
+            i, f, g, o = (gx + F.linear(h, w_hh, b_hh)).chunk(4, -1)
+            c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+            h = o.sigmoid() * c.tanh()
+            return (h, c), h
+    elif mode == "GRU":
+        def step(h, gx):
+            gh = F.linear(h, w_hh, b_hh)
+            r = (gx[..., :H] + gh[..., :H]).sigmoid()
+            z = (gx[..., H:2 * H] + gh[..., H:2 * H]).sigmoid()
+            n = (gx[..., 2 * H:] + r * gh[..., 2 * H:]).tanh()
+            h = (1 - z) * n + z * h
+            return h, h
+    else:
+        act = F.relu if mode == "RNN_RELU" else (lambda v: v.tanh())
+
+        def step(h, gx):
+            h = act(gx + F.linear(h, w_hh, b_hh))
+            return h, h
+    return step
+
+
 class RNNBase(Module):
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None):
@@ -62,32 +88,6 @@ class RNNBase(Module):
         g = lambda n: getattr(self, f"{n}_l{layer}{suffix}", None)  # noqa: E731
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
 
-    def _step(self, w_hh, b_hh):
-        """combine_fn for scan: (state, projected input x_t) -> (new state, h_t)."""
-        mode, H = self.mode, self.hidden_size
-        if mode == "LSTM":
-            def step(state, gx):
-                h, c = state
-                i, f, g, o = (gx + F.linear(h, w_hh, b_hh)).chunk(4, -1)
-                c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-                h = o.sigmoid() * c.tanh()
-                return (h, c), h
-        elif mode == "GRU":
-            def step(h, gx):
-                gh = F.linear(h, w_hh, b_hh)
-                r = (gx[..., :H] + gh[..., :H]).sigmoid()
-                z = (gx[..., H:2 * H] + gh[..., H:2 * H]).sigmoid()
-                n = (gx[..., 2 * H:] + r * gh[..., 2 * H:]).tanh()
-                h = (1 - z) * n + z * h
-                return h, h
-        else:
-            act = F.relu if mode == "RNN_RELU" else (lambda v: v.tanh())
-
-            def step(h, gx):
-                h = act(gx + F.linear(h, w_hh, b_hh))
-                return h, h
-        return step
-
     def forward(self, input, hx=None):
         lstm = self.mode == "LSTM"
         batched = input.dim() == 3
@@ -125,7 +125,7 @@ class RNNBase(Module):
                     # per step, so their gradient is one sum after the loop, not a sum and an add per step
                     b_ih, b_hh = b_ih + b_hh, None
                 gx = F.linear(x, w_ih, b_ih)            # every time step's input projection at once
-                state, ys = scan(self._step(w_hh, b_hh), state, gx, reverse=d == 1)
+                state, ys = scan(_step(self.mode, self.hidden_size, w_hh, b_hh), state, gx, reverse=d == 1)
                 outs.append(ys)
                 if lstm:
                     h_n.append(state[0])
@@ -201,7 +201,9 @@ class RNNCellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        RNNBase.reset_parameters(self)
+        self.reset_parameters()
+
+    reset_parameters = RNNBase.reset_parameters      # (uniform in +-1/sqrt(hidden_size))
 
     def forward(self, input, hx=None):
         if input.dim() not in (1, 2):
@@ -214,7 +216,8 @@ class RNNCellBase(Module):
             hx = (z, z) if lstm else z
         elif not batched:
             hx = tuple(h.unsqueeze(0) for h in hx) if lstm else hx.unsqueeze(0)
-        state, _ = RNNBase._step(self, self.weight_hh, self.bias_hh)(hx, F.linear(x, self.weight_ih, self.bias_ih))
+        step = _step(self.mode, self.hidden_size, self.weight_hh, self.bias_hh)
+        state, _ = step(hx, F.linear(x, self.weight_ih, self.bias_ih))
         if not batched:
             state = tuple(s.squeeze(0) for s in state) if lstm else state.squeeze(0)
         return state

@@ -140,7 +140,7 @@ class MultiheadAttention(Module):
             mask = kpm if mask is None else mask + kpm
         p = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
+        if need_weights:    # (a row that sees no key: NaN here, zeros by the SDPA op below: both as PyTorch)
             weights = F.softmax(matmul(q, k.transpose(-2, -1)) * (D ** -0.5) + (0.0 if mask is None else mask),
                                 dim=-1)
             if p > 0.0:
