@@ -147,6 +147,38 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * keep * (1.0 / (1.0 - p))
 
 
+# -SELU's negative saturation, scale * alpha: where alpha dropout sets its dropped inputs
+_SELU_SATURATION = 1.7580993408473766
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: dropped inputs take SELU's negative saturation value, then an affine map
+    a * x + b keeps a standard normal input's mean and variance (PyTorch's a and b)."""
+    return _alpha_dropout(input, p, training, inplace, False)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout with one draw per (dim 0, dim 1) pair: whole channels take the dropped value."""
+    return _alpha_dropout(input, p, training, inplace, True)
+
+
+def _alpha_dropout(input, p, training, inplace, feature):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if feature and input.ndim < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    if p == 1.0:
+        return input.mul_(0.0) if inplace else input * 0.0
+    from ..creation import rand
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else tuple(input.shape)
+    keep = (rand(shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
+    a = 1.0 / math.sqrt((_SELU_SATURATION ** 2 * p + 1) * (1 - p))
+    b = (keep - 1.0) * (_SELU_SATURATION * a) + _SELU_SATURATION * a * p      # kept: a*s*p; dropped: a*s*(p-1)
+    return input.mul_(keep * a).add_(b) if inplace else input * (keep * a) + b
+
+
 def _need_tensor(fn, x, arg="input", pos=1):
     from .._tensor import Tensor
     if not isinstance(x, Tensor):

@@ -4,7 +4,7 @@ from .linear import Identity, Linear, Bilinear
 from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tanh, Sigmoid, Softplus, Mish, Hardtanh, Hardswish,
                          Hardsigmoid, LogSigmoid, Softsign, Tanhshrink, Softmax, LogSoftmax, Softmin,
                          SELU, CELU, GLU, Hardshrink, Softshrink)
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .dropout import Dropout, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .sparse import Embedding
 from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d

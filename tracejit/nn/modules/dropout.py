@@ -1,4 +1,5 @@
-"""Dropout modules: random masks in training (fresh numbers on every call, eager or traced), identity in eval."""
+"""Dropout modules: random masks in training (fresh numbers on every call, eager or traced), identity in eval.
+AlphaDropout and FeatureAlphaDropout keep a SELU network's zero mean and unit variance."""
 from .. import functional as F
 from .module import Module
 
@@ -28,3 +29,13 @@ class Dropout1d(_DropoutNd):
 class Dropout2d(_DropoutNd):
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

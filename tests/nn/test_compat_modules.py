@@ -1,0 +1,139 @@
+"""AlphaDropout/FeatureAlphaDropout, Fold, EmbeddingBag, weight_norm (hook and parametrization APIs),
+affine_grid/grid_sample against PyTorch: values and every gradient from the same weights, PyTorch's errors for bad
+input, and traced = eager."""
+import math
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+F = tj.nn.functional
+RNG = np.random.default_rng(0)
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def _both(fn, arrays, tol=1e-5, grad=None):
+    """fn(lib, *tensors) run by torch and tracejit on the same arrays (float ones require grad): the outputs and
+    the gradients of sum(out**2 * w) (w fixed random) are compared. Returns tracejit's output."""
+    torch = _torch()
+    res = []
+    for lib in (torch, tj):
+        xs = [lib.tensor(a, requires_grad=a.dtype.kind == "f" and (grad is None or i in grad))
+              for i, a in enumerate(arrays)]
+        out = fn(lib, *xs)
+        w = lib.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(arrays[0].dtype))
+        if any(x.requires_grad for x in xs):
+            (out * out * w).sum().backward()
+        res.append((out, [x.grad.numpy() for x in xs if x.requires_grad]))
+    (tout, tgrads), (jout, jgrads) = res
+    assert tuple(jout.shape) == tuple(tout.shape)
+    _close(jout.detach().numpy(), tout.detach().numpy(), tol)
+    assert len(jgrads) == len(tgrads)
+    for a, b in zip(jgrads, tgrads):
+        _close(a, b, tol)
+    return jout
+
+
+def _same_error(fn, *args):
+    """fn(lib, *args) raises the same exception class in both libraries; returns tracejit's message."""
+    torch = _torch()
+    with pytest.raises(Exception) as want:
+        fn(torch, *args)
+    with pytest.raises(type(want.value)) as got:
+        fn(tj, *args)
+    return str(got.value)
+
+
+# ----------------------------------------------------------------------------- AlphaDropout
+
+_S = 1.7580993408473766
+
+
+def _alpha_a(p):
+    return 1.0 / math.sqrt((_S * _S * p + 1) * (1 - p))
+
+
+@pytest.mark.parametrize("cls", ["AlphaDropout", "FeatureAlphaDropout"])
+def test_alpha_dropout_is_identity_in_eval(cls):
+    m = getattr(tj.nn, cls)(0.4)
+    m.eval()
+    x = tj.randn(3, 4, 5)
+    assert m(x) is x
+    assert F.alpha_dropout(x, 0.4) is x and F.feature_alpha_dropout(x, 0.4) is x     # training=False by default
+    assert repr(m) == repr(getattr(_torch().nn, cls)(0.4))
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_alpha_dropout_keeps_mean_and_variance(p):
+    tj.manual_seed(0)
+    x = tj.randn(400_000)
+    y = F.alpha_dropout(x, p, training=True).numpy()
+    assert abs(y.mean()) < 0.01 and abs(y.var() - 1) < 0.02
+    y = F.feature_alpha_dropout(tj.randn(4000, 100, 1), p, training=True).numpy()
+    assert abs(y.mean()) < 0.02 and abs(y.var() - 1) < 0.04
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_alpha_dropout_values_and_gradient(p):
+    torch = _torch()
+    x = np.full((50, 40), 3.0, np.float32)                 # kept: 3a + b, dropped: one constant
+    want = np.unique(torch.nn.functional.alpha_dropout(torch.tensor(x), p, True).numpy())
+    xt = tj.tensor(x, requires_grad=True)
+    y = F.alpha_dropout(xt, p, True)
+    got = np.unique(y.detach().numpy())
+    _close(got, want, 1e-6)
+    a = _alpha_a(p)
+    dropped = y.detach().numpy() == np.float32(a * _S * (p - 1))
+    assert 0.5 * p < dropped.mean() < 1.5 * p
+    y.backward(tj.ones_like(y))
+    _close(xt.grad.numpy(), a * ~dropped, 1e-6)
+
+
+def test_feature_alpha_dropout_drops_whole_channels():
+    tj.manual_seed(1)
+    x = tj.randn(8, 6, 3, 4, requires_grad=True)
+    p = 0.5
+    y = F.feature_alpha_dropout(x, p, True)
+    dropped = y.detach().numpy() == np.float32(_alpha_a(p) * _S * (p - 1))
+    per_channel = dropped.reshape(8, 6, -1)
+    assert (per_channel.all(2) | ~per_channel.any(2)).all() and per_channel.all(2).any()
+    y.sum().backward()
+    _close(x.grad.numpy(), _alpha_a(p) * ~dropped, 1e-6)
+    # a 2-D input draws per element (dims 0 and 1), as PyTorch's
+    y2 = tj.nn.FeatureAlphaDropout(p)(tj.randn(200, 30)).numpy()
+    assert 0 < (y2 == np.float32(_alpha_a(p) * _S * (p - 1))).mean() < 1
+
+
+def test_alpha_dropout_edges_and_errors():
+    torch = _torch()
+    x = np.ones((3, 4), np.float32)
+    _close(F.alpha_dropout(tj.tensor(x), 1.0, True).numpy(), torch.nn.functional.alpha_dropout(
+        torch.tensor(x), 1.0, True).numpy())
+    assert "between 0 and 1" in _same_error(lambda lib: lib.nn.functional.alpha_dropout(lib.ones(2), 1.5, True))
+    assert "between 0 and 1" in _same_error(lambda lib: lib.nn.AlphaDropout(-0.1))
+    assert "at least 2 dimensions" in _same_error(
+        lambda lib: lib.nn.functional.feature_alpha_dropout(lib.ones(5), 0.5, True))
+
+
+def test_alpha_dropout_traced_equals_eager():
+    m = tj.nn.Sequential(tj.nn.Linear(4, 6), tj.nn.SELU(), tj.nn.AlphaDropout(0.3), tj.nn.Linear(6, 2))
+
+    def f(x):
+        return m(x).square().sum()
+
+    step = tj.trace(f)
+    x = tj.randn(5, 4)
+    for train in (True, False):
+        m.train(train)
+        tj.manual_seed(7)
+        want = float(f(x))
+        tj.manual_seed(7)
+        _close(float(step(x)), want, 1e-5)
