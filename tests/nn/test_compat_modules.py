@@ -42,13 +42,13 @@ def _both(fn, arrays, tol=1e-5, grad=None):
     return jout
 
 
-def _same_error(fn, *args):
-    """fn(lib, *args) raises the same exception class in both libraries; returns tracejit's message."""
+def _same_error(fn, *args, **kwargs):
+    """fn(lib, *args, **kwargs) raises the same exception class in both libraries; returns tracejit's message."""
     torch = _torch()
     with pytest.raises(Exception) as want:
-        fn(torch, *args)
+        fn(torch, *args, **kwargs)
     with pytest.raises(type(want.value)) as got:
-        fn(tj, *args)
+        fn(tj, *args, **kwargs)
     return str(got.value)
 
 
@@ -137,3 +137,68 @@ def test_alpha_dropout_traced_equals_eager():
         want = float(f(x))
         tj.manual_seed(7)
         _close(float(step(x)), want, 1e-5)
+
+
+# ----------------------------------------------------------------------------- Fold
+
+FOLD_CASES = [  # (input shape, output_size, kernel_size, dilation, padding, stride)
+    ((2, 3 * 4, 9), (4, 4), 2, 1, 0, 1),                      # overlapping blocks
+    ((1, 2 * 6, 8), (5, 6), (2, 3), 1, 0, (2, 1)),            # rectangular kernel, mixed stride
+    ((2, 2 * 4, 15), (5, 5), 2, (2, 1), 1, (1, 2)),            # dilation and padding
+    ((3 * 9, 4), (4, 4), 3, 1, 1, 2),                          # unbatched, padding, stride
+    ((1, 4, 4), (4, 4), 2, 1, 0, 2),                           # no overlap
+    ((2, 9, 3), (3, 4), 3, 1, (1, 0), (1, 2)),                  # kernel larger than the image once padded
+    ((0, 4, 9), (4, 4), 2, 1, 0, 1),                           # empty batch
+]
+
+
+@pytest.mark.parametrize("shape, out, k, d, p, s", FOLD_CASES)
+def test_fold_same_as_torch(shape, out, k, d, p, s):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    _both(lambda lib, t: lib.nn.functional.fold(t, out, k, d, p, s), [x])
+    _both(lambda lib, t: lib.nn.Fold(out, k, d, p, s)(t), [x.astype(np.float64)], tol=1e-12)
+
+
+@pytest.mark.parametrize("k, d, p, s", [(2, 1, 0, 1), (3, 2, 1, 1), ((2, 3), 1, (1, 2), (2, 1)), (3, 1, 2, 3)])
+def test_fold_of_unfold_is_the_image_times_the_counts(k, d, p, s):
+    x = tj.tensor(RNG.standard_normal((2, 3, 7, 8)).astype(np.float32))
+    back = F.fold(F.unfold(x, k, d, p, s), (7, 8), k, d, p, s)
+    counts = F.fold(F.unfold(tj.ones(1, 1, 7, 8), k, d, p, s), (7, 8), k, d, p, s)
+    assert counts.numpy().max() > 1 or s != 1            # overlaps where blocks overlap
+    _close(back.numpy(), x.numpy() * counts.numpy())
+
+
+def test_fold_errors_as_torch():
+    fold = lambda lib, shape, *a, **kw: lib.nn.functional.fold(lib.ones(shape), *a, **kw)  # noqa: E731
+    assert "divisible by the product of kernel_size" in _same_error(fold, (1, 7, 9), (4, 4), 2)
+    assert "calculated number of sliding blocks 3 * 3 = 9" in _same_error(fold, (1, 8, 5), (4, 4), 2)
+    assert "sliding blocks 0 * 0 = 0" in _same_error(fold, (1, 4, 1), (1, 1), 2, stride=2)
+    assert "Expected 2D or 3D" in _same_error(fold, (2, 1, 8, 9), (4, 4), 2)
+    assert "Expected 2D or 3D" in _same_error(fold, (1, 4, 0), (1, 1), 2)
+    assert "stride should be greater than zero" in _same_error(fold, (1, 4, 9), (4, 4), 2, stride=0)
+    assert "kernel size should be greater than zero" in _same_error(fold, (1, 4, 9), (4, 4), 0)
+    assert "padding should be non-negative" in _same_error(fold, (1, 4, 9), (4, 4), 2, padding=-1)
+    assert "output_size equals to 2, but got size 1" in _same_error(fold, (1, 4, 9), (4,), 2)
+    assert repr(tj.nn.Fold((4, 5), 2)) == repr(_torch().nn.Fold((4, 5), 2))
+    assert repr(tj.nn.Unfold(3, padding=1)) == repr(_torch().nn.Unfold(3, padding=1))
+
+
+def test_fold_traced_equals_eager():
+    conv = tj.nn.Conv2d(2 * 9, 2 * 9, 1)
+
+    def f(x):
+        return F.fold(conv(F.unfold(x, 3, padding=1).reshape(1, 18, 6, 7)).reshape(1, 18, 42), (6, 7), 3,
+                      padding=1).square().sum()
+
+    x = tj.randn(1, 2, 6, 7, requires_grad=True)
+    f(x).backward()
+    want = [x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in conv.parameters()]
+    x.grad = None
+    conv.zero_grad()
+    step = tj.trace(lambda t: (f(t).backward(), 0)[1])
+    for _ in range(2):
+        x.grad = None
+        conv.zero_grad()
+        step(x)
+        for a, b in zip([x.grad.numpy()] + [p.grad.numpy() for p in conv.parameters()], want):
+            _close(a, b, 1e-4)

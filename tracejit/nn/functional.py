@@ -642,6 +642,50 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, unfold's adjoint: (N, C*kh*kw, L) -> (N, C, H, W), each column's taps added at their places in the
+    image (overlapping blocks summed). One index_add of every tap into the flattened padded image, whose gradient is
+    the gather of the same places (unfold's)."""
+    if isinstance(output_size, (list, tuple)) and len(output_size) != 2:
+        raise RuntimeError(f"It is expected output_size equals to 2, but got size {len(output_size)}")
+    (H, W), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = (_C._pair(v, n) for v, n in (
+        (output_size, "output_size"), (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride")))
+    for what, (a, b), bad in (("kernel size", (kh, kw), kh <= 0 or kw <= 0),
+                              ("dilation", (dh, dw), dh <= 0 or dw <= 0),
+                              ("stride", (sh, sw), sh <= 0 or sw <= 0)):
+        if bad:
+            name = what.split()[0]
+            raise RuntimeError(f"{what} should be greater than zero, but got {name}_height: {a} {name}_width: {b}")
+    if ph < 0 or pw < 0:
+        raise RuntimeError(f"padding should be non-negative, but got pad_height: {ph} pad_width: {pw}")
+    if input.ndim not in (2, 3) or 0 in tuple(input.shape[-2:]):
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+                           f"dimensions for input, but got: {list(input.shape)}")
+    x, unbatched = (S.unsqueeze(input, 0), True) if input.ndim == 2 else (input, False)
+    N, CK, L = x.shape
+    if CK % (kh * kw):
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, but "
+                           f"got input.size(1)={CK} and kernel_size=({kh}, {kw}).")
+    Hp, Wp = H + 2 * ph, W + 2 * pw
+    oh, ow = max((Hp - dh * (kh - 1) - 1) // sh + 1, 0), max((Wp - dw * (kw - 1) - 1) // sw + 1, 0)
+    if L != oh * ow or L == 0:
+        raise RuntimeError(f"Given output_size=({H}, {W}), kernel_size=({kh}, {kw}), dilation=({dh}, {dw}), "
+                           f"padding=({ph}, {pw}), stride=({sh}, {sw}), expected size of input's dimension 2 to match "
+                           f"the calculated number of sliding blocks {oh} * {ow} = {oh * ow}, but got input.size(2)={L}.")
+    # the flat place in the padded image of tap (i, j) of block (r, c), in the columns' order (i, j, r, c)
+    i, j, r, c = np.ix_(np.arange(kh), np.arange(kw), np.arange(oh), np.arange(ow))
+    where = ((i * dh + r * sh) * Wp + j * dw + c * sw).reshape(-1)
+    C = CK // (kh * kw)
+    from ..creation import zeros
+    img = I.index_add(zeros((N, C, Hp * Wp), dtype=x.dtype, device=x.device), 2, _const(where),
+                      S.reshape(x, (N, C, kh * kw * L)))
+    out = S.reshape(img, (N, C, Hp, Wp))
+    if ph or pw:
+        out = out[:, :, ph:ph + H, pw:pw + W]
+    return S.squeeze(out, 0) if unbatched else out
+
+
 def _adaptive_windows(n, m):
     """PyTorch's adaptive pooling windows of m outputs over n inputs, [floor(i*n/m), ceil((i+1)*n/m)), as an
     (m, widest) index array, each window padded with its last index (a repeat changes no max)."""

@@ -18,5 +18,5 @@ from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCel
 from .transformer import (MultiheadAttention, TransformerEncoderLayer, TransformerDecoderLayer, TransformerEncoder,
                           TransformerDecoder, Transformer)
 from .upsampling import Upsample
-from .pixelshuffle import PixelShuffle, PixelUnshuffle, Unfold
+from .pixelshuffle import PixelShuffle, PixelUnshuffle, Unfold, Fold
 from .distance import CosineSimilarity, PairwiseDistance
