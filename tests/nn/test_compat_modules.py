@@ -202,3 +202,149 @@ def test_fold_traced_equals_eager():
         step(x)
         for a, b in zip([x.grad.numpy()] + [p.grad.numpy() for p in conv.parameters()], want):
             _close(a, b, 1e-4)
+
+
+# ----------------------------------------------------------------------------- EmbeddingBag
+
+W = RNG.standard_normal((10, 4)).astype(np.float32)
+IDX = np.array([3, 1, 3, 0, 9, 4, 4, 7, 2, 5, 1, 8], np.int64)
+
+
+def _bag(mode, padding_idx=None, include_last_offset=False):
+    def fn(lib, w, idx, *rest):
+        kw = dict(mode=mode, padding_idx=padding_idx, include_last_offset=include_last_offset)
+        if idx.ndim == 1:
+            kw["offsets"] = rest[0]
+            rest = rest[1:]
+        if rest:
+            kw["per_sample_weights"] = rest[0]
+        return lib.nn.functional.embedding_bag(idx, w, **kw)
+    return fn
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 4, -7])
+def test_embedding_bag_fixed_bags(mode, padding_idx):
+    _both(_bag(mode, padding_idx), [W, IDX.reshape(3, 4)])
+    _both(_bag(mode, padding_idx), [W, np.array([[4, 4], [4, 1]])])          # a bag of padding only: zeros
+    _both(_bag(mode, padding_idx), [W.astype(np.float64), IDX.reshape(4, 3)], tol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("offsets, last", [([0, 2, 2, 7], False), ([0, 5, 5, 5, 11], False), ([0, 3, 3, 12], True),
+                                           ([0, 12], True), ([0], False)])
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_bag_offsets(mode, offsets, last, padding_idx):
+    _both(_bag(mode, padding_idx, last), [W, IDX, np.array(offsets, np.int64)])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_bag_last_offset_ends_the_last_bag(mode, padding_idx):
+    """include_last_offset with offsets[-1] < len(input): the input after it is in no bag, in every mode (PyTorch
+    ends the bag there in sum and max mode without padding_idx, and otherwise not always): as PyTorch's answer for
+    the input cut at offsets[-1]."""
+    offsets = np.array([0, 3, 3, 9])
+    want = _both(_bag(mode, padding_idx, True), [W, IDX[:9], offsets])
+    w = tj.tensor(W, requires_grad=True)
+    got = _bag(mode, padding_idx, True)(tj, w, tj.tensor(IDX), tj.tensor(offsets))
+    _close(got.detach().numpy(), want.detach().numpy())
+    got.sum().backward()
+    assert not w.grad.numpy()[[5, 8]].any()                     # rows only IDX[9:] holds
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("offsets, last", [([], False), ([0], True)])
+def test_embedding_bag_no_bags(mode, offsets, last):
+    torch = _torch()          # (whose backward of zero bags, and max mode's forward, crash: its forward only)
+    if mode != "max":
+        want = torch.nn.functional.embedding_bag(torch.tensor(IDX), torch.tensor(W), torch.tensor(
+            offsets, dtype=torch.long), mode=mode, include_last_offset=last)
+        assert tuple(want.shape) == (0, 4)
+    w = tj.tensor(W, requires_grad=True)
+    got = F.embedding_bag(tj.tensor(IDX), w, tj.tensor(offsets, dtype=tj.long), mode=mode, include_last_offset=last)
+    assert tuple(got.shape) == (0, 4)
+    got.sum().backward()
+    assert not w.grad.numpy().any()
+
+
+@pytest.mark.parametrize("offsets, last", [([0, 2, 2, 7], False), ([0, 3, 3, 12], True)])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+def test_embedding_bag_per_sample_weights(offsets, last, padding_idx):
+    psw = RNG.standard_normal(12).astype(np.float32)
+    _both(_bag("sum", padding_idx, last), [W, IDX, np.array(offsets), psw])
+    _both(_bag("sum", padding_idx), [W, IDX.reshape(2, 6), psw.reshape(2, 6)])
+
+
+def test_embedding_bag_module_and_from_pretrained():
+    torch = _torch()
+    idx = IDX[:9]
+    for kw in (dict(mode="sum"), dict(mode="mean", padding_idx=2), dict(mode="max", include_last_offset=True)):
+        offs = np.array([0, 4, 4, 9] if kw.get("include_last_offset") else [0, 4, 4, 6])
+        tm = torch.nn.EmbeddingBag(10, 4, **kw)
+        jm = tj.nn.EmbeddingBag(10, 4, **kw)
+        jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+        assert repr(jm) == repr(tm) and list(jm.state_dict()) == ["weight"]
+        outs = [m(lib.tensor(idx), lib.tensor(offs)) for m, lib in ((tm, torch), (jm, tj))]
+        for o in outs:
+            o.square().sum().backward()
+        _close(outs[1].detach().numpy(), outs[0].detach().numpy())
+        _close(jm.weight.grad.numpy(), tm.weight.grad.numpy())
+    pre = [lib.nn.EmbeddingBag.from_pretrained(lib.tensor(W), mode="max") for lib in (torch, tj)]
+    assert not pre[1].weight.requires_grad
+    _close(pre[1](tj.tensor(IDX.reshape(4, 3))).numpy(), pre[0](torch.tensor(IDX.reshape(4, 3))).numpy())
+    assert tj.nn.EmbeddingBag.from_pretrained(tj.tensor(W), freeze=False).weight.requires_grad
+    e = tj.nn.EmbeddingBag(10, 4, padding_idx=-1)
+    assert e.padding_idx == 9 and not e.weight[9].detach().numpy().any()
+
+
+def test_embedding_bag_errors_as_torch():
+    w = np.ones((6, 2), np.float32)
+
+    def bag(lib, idx, offsets=None, dtype=None, **kw):
+        idx = lib.tensor(idx, dtype=dtype)
+        offsets = None if offsets is None else lib.tensor(offsets)
+        if "per_sample_weights" in kw:
+            kw["per_sample_weights"] = lib.tensor(kw["per_sample_weights"])
+        return lib.nn.functional.embedding_bag(idx, lib.tensor(w), offsets, **kw)
+
+    assert "offsets[0] has to be 0" in _same_error(bag, [1, 2, 3], [1, 2])
+    assert "offsets[-1] can not be greater" in _same_error(bag, [1, 2, 3], [0, 4])
+    assert "not in the valid range [0, 6)" in _same_error(bag, [1, 7, 3], [0, 1])
+    assert "not in the valid range [0, 6)" in _same_error(bag, [[1, -1]])
+    assert "offsets has to be None" in _same_error(bag, [[1, 2]], [0])
+    assert "offsets has to be a 1D Tensor" in _same_error(bag, [1, 2])
+    assert "input has to be 1D or 2D" in _same_error(bag, [[[1]]])
+    assert "mode has to be one of" in _same_error(bag, [[1]], mode="avg")
+    assert "only supported for mode='sum'" in _same_error(bag, [[1]], per_sample_weights=np.ones((1, 1)),
+                                                          mode="mean")
+    assert "must have the same shape" in _same_error(bag, [[1, 2]], per_sample_weights=np.ones(2), mode="sum")
+    assert "padding_idx must be within" in _same_error(bag, [[1]], padding_idx=6)
+    assert "Long, Int" in _same_error(bag, [[1.0]])
+    assert "padding_idx must be within num_embeddings" in _same_error(lambda lib: lib.nn.EmbeddingBag(3, 2,
+                                                                                                     padding_idx=3))
+    with pytest.raises(RuntimeError, match="non-decreasing"):
+        bag(tj, [1, 2, 3], [0, 2, 1])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_traced_equals_eager(mode):
+    """Offsets as an argument of the traced function: the masked bags; as a constant: the padded ones."""
+    bag = tj.nn.EmbeddingBag(10, 4, mode=mode, padding_idx=3)
+    fixed = tj.tensor([0, 4, 4, 9])
+
+    def f(idx, offsets):
+        return (bag(idx, offsets).square().sum() + bag(idx, fixed).sum() + bag(idx.reshape(4, 3)).sum())
+
+    step = tj.trace(f)
+    for offs in ([0, 2, 2, 7], [0, 0, 5, 12]):
+        idx, offsets = tj.tensor(IDX), tj.tensor(offs)
+        bag.zero_grad()
+        f(idx, offsets).backward()
+        want = bag.weight.grad.numpy().copy(), float(f(idx, offsets))
+        bag.zero_grad()
+        got = step(idx, offsets)
+        got.backward()
+        _close(float(got), want[1], 1e-5)
+        _close(bag.weight.grad.numpy(), want[0], 1e-5)
+    assert step.cache_info()["traces"] == 1

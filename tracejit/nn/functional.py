@@ -672,7 +672,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if L != oh * ow or L == 0:
         raise RuntimeError(f"Given output_size=({H}, {W}), kernel_size=({kh}, {kw}), dilation=({dh}, {dw}), "
                            f"padding=({ph}, {pw}), stride=({sh}, {sw}), expected size of input's dimension 2 to match "
-                           f"the calculated number of sliding blocks {oh} * {ow} = {oh * ow}, but got input.size(2)={L}.")
+                           f"the calculated number of sliding blocks {oh} * {ow} = {oh * ow}, but got "
+                           f"input.size(2)={L}.")
     # the flat place in the padded image of tap (i, j) of block (r, c), in the columns' order (i, j, r, c)
     i, j, r, c = np.ix_(np.arange(kh), np.arange(kw), np.arange(oh), np.arange(ow))
     where = ((i * dh + r * sh) * Wp + j * dw + c * sw).reshape(-1)
@@ -847,6 +848,131 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
         norms = R.vector_norm(sel, norm_type, 1, keepdim=True)
         scale = E.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         weight[idx] = sel * scale
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """The sum, mean or max of each bag of looked-up rows: a 2-D input is one bag per row; a 1-D input is cut into
+    bags where `offsets` start them. padding_idx entries count in no bag (an empty bag gives zeros).
+
+    The bags become a (B, L) block of indices with a validity mask: a 2-D input is that block; with offsets known
+    here (eager, or constants in a trace) each bag is a row, padded to the longest; with traced offsets every bag
+    spans all of the input, masked to its own range, and its max then works on a (B, len(input), D) block."""
+    from .._tensor import Tensor
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                         f"must have the same shape as the input ({input.shape})")
+    if weight.ndim != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.ndim == 2 and offsets is not None:
+        raise ValueError(f"if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed "
+                         f"length sequences. However, found offsets of type {type(offsets)}")
+    if input.ndim == 1 and (offsets is None or offsets.ndim != 1):
+        raise ValueError("offsets has to be a 1D Tensor" + (" but got None" if offsets is None else ""))
+    if input.ndim not in (1, 2):
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if input.ndim == 2 and input.shape[1] == 0:
+        raise RuntimeError(f"embedding_bag: a 2-D input needs bags of at least one index, got shape "
+                           f"{list(input.shape)}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max" and (scale_grad_by_freq or sparse):
+        raise ValueError("max mode does not support " + ("sparse weights" if sparse else
+                                                         "scaling the gradient by the frequency"))
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq and sparse gradients are not supported by "
+                                  "tracejit")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
+                                  f"GitHub.")
+    for t in (input, offsets):
+        if isinstance(t, Tensor) and t.dtype not in (D.int64, D.int32):
+            raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                               f"Long, Int; but got {t.dtype} instead (while checking arguments for embedding_bag)")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise RuntimeError(f"padding_idx must be within the number of embeddings, -{num} through {num - 1}, but "
+                               f"got {padding_idx}")
+        padding_idx %= num
+    if input._data is not None and input.numel():
+        flat = np.asarray(input._data).reshape(-1)
+        bad = np.flatnonzero((flat < 0) | (flat >= num))
+        if bad.size:
+            raise RuntimeError(f"Index {bad[0]} of input takes value {flat[bad[0]]} which is not in the valid range "
+                               f"[0, {num})")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    if input.ndim == 2:
+        ids, weights, valid = input, per_sample_weights, None
+    elif offsets._data is not None:
+        ids, weights, valid = _bags_padded(input, offsets, per_sample_weights, include_last_offset)
+    else:
+        ids, weights, valid = _bags_masked(input, offsets, per_sample_weights, include_last_offset)
+    rows = S.reshape(I.index_select(weight, 0, S.reshape(ids, (-1,))), tuple(ids.shape) + (weight.shape[1],))
+    if padding_idx is not None:
+        valid = ids != padding_idx if valid is None else E.logical_and(valid, ids != padding_idx)
+    return _bag_reduce(rows, valid, weights, mode)
+
+
+def _bags_padded(input, offsets, weights, include_last):
+    """(B, L) indices, per-sample weights and validity of the bags cut by concrete offsets, one bag a row."""
+    n, offs = input.shape[0], np.asarray(offsets._data).astype(np.int64)
+    _check_offsets(offs, n)
+    bounds = offs if include_last else np.append(offs, n)
+    starts, ends = bounds[:-1], bounds[1:]
+    j = np.arange(max(int((ends - starts).max(initial=0)), 1))
+    inside = j < (ends - starts)[:, None]
+    where = _const(np.where(inside, starts[:, None] + j, n))      # n: the appended pad entry
+    from ..creation import zeros
+
+    def take(t):
+        return S.reshape(I.index_select(S.cat([t, zeros(1, dtype=t.dtype)]), 0, S.reshape(where, (-1,))),
+                         inside.shape)
+    return take(input), None if weights is None else take(weights), _const(inside)
+
+
+def _bags_masked(input, offsets, weights, include_last):
+    """The bags of traced offsets: each the whole input (1, n) with a (B, n) mask of its own range."""
+    from ..creation import arange
+    n = input.shape[0]
+    bounds = offsets if include_last else S.cat([offsets, _const(np.array([n])).to(offsets.dtype)])
+    pos = S.unsqueeze(arange(n), 0)
+    valid = E.logical_and(pos >= S.unsqueeze(bounds[:-1], 1), pos < S.unsqueeze(bounds[1:], 1))
+    return S.unsqueeze(input, 0), None if weights is None else S.unsqueeze(weights, 0), valid
+
+
+def _check_offsets(offs, n):
+    if offs.size and offs[0] != 0:
+        raise RuntimeError(f"offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+                           f"position 0. However, got {offs[0]}")
+    if offs.size and offs[-1] > n:
+        raise RuntimeError(f"offsets[-1] can not be greater than input's length {n} but got offsets[-1] of "
+                           f"{offs[-1]}")
+    if (np.diff(offs) < 0).any():
+        raise RuntimeError("embedding_bag: offsets must be non-decreasing (each bag starts where the one before "
+                           "it ends or later)")
+
+
+def _bag_reduce(rows, valid, weights, mode):
+    """rows (B or 1, L, D) reduced over L within each of the B bags of valid (B, L) (None: all valid)."""
+    if mode == "max":
+        if valid is None:
+            return R.amax(rows, 1)
+        out = R.amax(E.where(S.unsqueeze(valid, -1), rows, float("-inf")), 1)
+        return E.where(S.unsqueeze(R.any(valid, 1), 1), out, 0.0)       # an empty bag: zeros
+    w = weights
+    if valid is not None:
+        w = valid.to(rows.dtype) if w is None else E.where(valid, w, 0.0)
+    if w is None:
+        out = R.sum(rows, 1)
+    else:    # (B, 1, L) @ (B or 1, L, D): a sum weighted per sample, without a (B, L, D) product
+        out = S.squeeze(L.matmul(S.unsqueeze(w.to(rows.dtype), 1), rows), 1)
+    if mode == "mean":
+        count = rows.shape[1] if valid is None else E.clamp(R.sum(valid.to(rows.dtype), 1, keepdim=True), min=1.0)
+        out = out / count
+    return out
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):

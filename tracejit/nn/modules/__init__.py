@@ -6,7 +6,7 @@ from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tan
                          SELU, CELU, GLU, Hardshrink, Softshrink)
 from .dropout import Dropout, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
