@@ -348,3 +348,185 @@ def test_embedding_bag_traced_equals_eager(mode):
         _close(float(got), want[1], 1e-5)
         _close(bag.weight.grad.numpy(), want[0], 1e-5)
     assert step.cache_info()["traces"] == 1
+
+
+# ----------------------------------------------------------------------------- weight_norm and parametrize
+
+def _layer(lib, kind):
+    lib.manual_seed(0)
+    return lib.nn.Linear(5, 4) if kind == "linear" else lib.nn.Conv2d(3, 4, 3)
+
+
+def _input(kind):
+    return RNG.standard_normal((2, 5) if kind == "linear" else (2, 3, 6, 6)).astype(np.float32)
+
+
+def _same_module(tm, jm, x, load=True):
+    """Load tm's state into jm (same names and order), run both on x: outputs and every gradient equal."""
+    torch = _torch()
+    sd = tm.state_dict()
+    assert list(jm.state_dict()) == list(sd)
+    if load:
+        jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in sd.items()})
+    outs = [tm(torch.tensor(x)), jm(tj.tensor(x))]
+    for o in outs:
+        o.square().sum().backward()
+    _close(outs[1].detach().numpy(), outs[0].detach().numpy(), 1e-5)
+    tp, jp = dict(tm.named_parameters()), dict(jm.named_parameters())
+    assert list(tp) == list(jp)
+    for k in tp:                # (to the gradients' scale: a conv's sums of tens cancel)
+        want = tp[k].grad.numpy()
+        np.testing.assert_allclose(jp[k].grad.numpy(), want, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv"])
+@pytest.mark.parametrize("dim", [0, 1, None, -1, -2])
+def test_weight_norm_hook_form(kind, dim):
+    torch = _torch()
+    with pytest.warns(FutureWarning):
+        tm = torch.nn.utils.weight_norm(_layer(torch, kind), dim=dim)
+    with pytest.warns(FutureWarning, match="parametrizations.weight_norm"):
+        jm = tj.nn.utils.weight_norm(_layer(tj, kind), dim=dim)
+    assert tuple(jm.weight_g.shape) == tuple(tm.weight_g.shape)
+    _same_module(tm, jm, _input(kind))
+    for lib, m in ((torch, tm), (tj, jm)):
+        with torch.no_grad() if lib is torch else tj.no_grad():
+            m.weight_g.mul_(2.0)                 # the hook recomputes the weight before the next forward
+    _same_module(tm, jm, _input(kind), load=False)
+    torch.nn.utils.remove_weight_norm(tm)
+    tj.nn.utils.remove_weight_norm(jm)
+    assert isinstance(jm.weight, tj.nn.Parameter) and not jm._forward_pre_hooks
+    _close(jm.weight.detach().numpy(), tm.weight.detach().numpy())
+    _same_module(tm, jm, _input(kind))
+
+
+def test_weight_norm_hook_form_errors():
+    import warnings
+    warnings.simplefilter("ignore", FutureWarning)
+    assert "Cannot register two weight_norm hooks" in _same_error(
+        lambda lib: lib.nn.utils.weight_norm(lib.nn.utils.weight_norm(lib.nn.Linear(2, 2))))
+    assert "weight_norm of 'weight' not found" in _same_error(
+        lambda lib: lib.nn.utils.remove_weight_norm(lib.nn.Linear(2, 2)))
+    m = tj.nn.utils.weight_norm(tj.nn.Linear(2, 3), name="bias", dim=None)
+    assert list(m.state_dict()) == ["weight", "bias_g", "bias_v"]
+
+
+@pytest.mark.parametrize("kind", ["linear", "conv"])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_weight_norm_parametrization(kind, dim):
+    torch = _torch()
+    tm = torch.nn.utils.parametrizations.weight_norm(_layer(torch, kind), dim=dim)
+    jm = tj.nn.utils.parametrizations.weight_norm(_layer(tj, kind), dim=dim)
+    assert list(jm.state_dict()) == ["bias", "parametrizations.weight.original0", "parametrizations.weight.original1"]
+    assert type(jm).__name__ == type(tm).__name__ and repr(jm) == repr(tm)
+    _same_module(tm, jm, _input(kind))
+    P = tj.nn.utils.parametrize
+    assert P.is_parametrized(jm) and P.is_parametrized(jm, "weight") and not P.is_parametrized(jm, "bias")
+    assert P.type_before_parametrizations(jm) is type(_layer(tj, kind))
+    torch.nn.utils.parametrize.remove_parametrizations(tm, "weight")
+    P.remove_parametrizations(jm, "weight")
+    assert type(jm) is type(_layer(tj, kind)) and not P.is_parametrized(jm)
+    _close(jm.weight.detach().numpy(), tm.weight.detach().numpy())
+    _same_module(tm, jm, _input(kind))
+
+
+def test_weight_norm_parametrization_loads_a_hook_form_checkpoint():
+    torch = _torch()
+    with pytest.warns(FutureWarning):
+        old = torch.nn.utils.weight_norm(_layer(torch, "linear"))
+    sd = {k: tj.tensor(v.detach().numpy()) for k, v in old.state_dict().items()}
+    jm = tj.nn.utils.parametrizations.weight_norm(tj.nn.Linear(5, 4))
+    jm.load_state_dict(sd)
+    _close(jm.parametrizations.weight.original0.detach().numpy(), old.weight_g.detach().numpy())
+    x = _input("linear")
+    _close(jm(tj.tensor(x)).detach().numpy(), old(torch.tensor(x)).detach().numpy())
+
+
+class _Symmetric:
+    """X -> triu(X) + triu(X, 1)^T, with a right inverse (PyTorch's tutorial parametrization), for both libs."""
+
+    @staticmethod
+    def make(lib):
+        class Symmetric(lib.nn.Module):
+            def forward(self, X):
+                return X.triu() + X.triu(1).transpose(-1, -2)
+
+            def right_inverse(self, A):
+                return A.triu()
+
+        class Scale(lib.nn.Module):
+            def forward(self, X):
+                return 2 * X
+
+        class RowSum(lib.nn.Module):
+            def forward(self, X):
+                return X.sum(0)
+        return Symmetric, Scale, RowSum
+
+
+def test_register_parametrization_chain_set_and_remove():
+    torch = _torch()
+    mods = []
+    for lib in (torch, tj):
+        Symmetric, Scale, _ = _Symmetric.make(lib)
+        lib.manual_seed(0)
+        m = lib.nn.Linear(4, 4)
+        m.load_state_dict({"weight": lib.tensor(W[:4]), "bias": lib.tensor(W[4, :4])})
+        lib.nn.utils.parametrize.register_parametrization(m, "weight", Symmetric())
+        lib.nn.utils.parametrize.register_parametrization(m, "weight", Scale(), unsafe=True)
+        mods.append(m)
+    tm, jm = mods
+    assert list(jm.state_dict()) == list(tm.state_dict()) == ["bias", "parametrizations.weight.original"]
+    _close(jm.weight.detach().numpy(), tm.weight.detach().numpy())
+    _same_module(tm, jm, RNG.standard_normal((3, 4)).astype(np.float32))
+    with tj.no_grad():
+        jm.weight = tj.tensor(W[:4] + W[:4].T)               # through Symmetric's right inverse
+    _close(jm.parametrizations.weight.original.detach().numpy(), np.triu(W[:4] + W[:4].T))
+    p = jm.parametrizations.weight.original
+    with tj.nn.utils.parametrize.cached():
+        assert jm.weight is jm.weight
+    tj.nn.utils.parametrize.remove_parametrizations(jm, "weight", leave_parametrized=False)
+    assert jm.weight is p and list(jm.state_dict()) == ["bias", "weight"]
+    assert "does not have a parametrization on weight" in _same_error(
+        lambda lib: lib.nn.utils.parametrize.remove_parametrizations(lib.nn.Linear(2, 2), "weight"))
+    assert "does not have a parameter, a buffer, or a parametrized element" in _same_error(
+        lambda lib: lib.nn.utils.parametrize.register_parametrization(lib.nn.Linear(2, 2), "w",
+                                                                      _Symmetric.make(lib)[0]()))
+    assert "must not change the dtype or shape" in _same_error(
+        lambda lib: lib.nn.utils.parametrize.register_parametrization(lib.nn.Linear(2, 3), "weight",
+                                                                      _Symmetric.make(lib)[2]()))
+    assert "Cannot leave unparametrized" in _same_error(
+        lambda lib: lib.nn.utils.parametrize.remove_parametrizations(
+            lib.nn.utils.parametrizations.weight_norm(lib.nn.Linear(2, 2)), "weight", leave_parametrized=False))
+
+
+@pytest.mark.parametrize("form", ["hook", "parametrization"])
+def test_weight_norm_traced_step_equals_eager(form):
+    import warnings
+
+    def make():
+        tj.manual_seed(0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            wn = tj.nn.utils.weight_norm if form == "hook" else tj.nn.utils.parametrizations.weight_norm
+            m = tj.nn.Sequential(wn(tj.nn.Linear(5, 8)), tj.nn.Tanh(), wn(tj.nn.Linear(8, 2), dim=None))
+        return m, tj.optim.SGD(m.parameters(), lr=0.1)
+
+    x = tj.tensor(_input("linear"))
+
+    def step(m, opt):
+        def f(x):
+            opt.zero_grad()
+            loss = m(x).square().sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return f
+
+    (me, oe), (mt, ot) = make(), make()
+    eager, traced = step(me, oe), tj.trace(step(mt, ot))
+    for _ in range(3):
+        _close(float(traced(x)), float(eager(x)), 1e-5)
+    for (k, a), b in zip(me.state_dict().items(), mt.state_dict().values()):
+        _close(b.numpy(), a.numpy(), 1e-5)
+    _close(mt(x).detach().numpy(), me(x).detach().numpy(), 1e-5)        # eager again after the traced calls

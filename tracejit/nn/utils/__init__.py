@@ -1,4 +1,6 @@
-"""nn.utils: gradient clipping, parameter/vector conversion, rnn.pad_sequence."""
+"""nn.utils: gradient clipping, parameter/vector conversion, rnn.pad_sequence, weight_norm (the hook form and the
+parametrization), parametrize."""
 from .clip_grad import clip_grad_norm_, clip_grad_norm, clip_grad_value_, get_total_norm, clip_grads_with_norm_
 from .convert_parameters import parameters_to_vector, vector_to_parameters
-from . import rnn  # noqa: E402  (nn.utils.rnn.pad_sequence)
+from .weight_norm import weight_norm, remove_weight_norm
+from . import rnn, parametrize, parametrizations  # noqa: E402
