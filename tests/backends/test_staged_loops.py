@@ -155,6 +155,20 @@ def test_interleaved_vectors_from_interleave_min(monkeypatch):
     np.testing.assert_allclose(outs[4, 5000], sig(np.tanh(big * 0.7 + 0.2) * 1.5) + np.exp(big * 0.25), rtol=2e-6)
 
 
+def test_interleave_keeps_64_floats_in_flight_whatever_the_vector_width(monkeypatch):
+    # unset, INTERLEAVE follows the vector width numba compiles for: 8 vectors of 256 (or 128) bits, 4 of 512;
+    # TRACEJIT_INTERLEAVE (the module's INTERLEAVE) overrides it, 0 leaves LLVM its own choice
+    import tracejit.kernels.cpu as kcpu
+    for bits, ic in ((512, 4), (256, 8), (128, 8)):
+        codegen._interleave_for_width.cache_clear()
+        monkeypatch.setattr(kcpu, "vector_info", lambda bits=bits: {"vector_bits": bits})
+        monkeypatch.setattr(codegen, "INTERLEAVE", None)
+        assert codegen.interleave() == ic
+        monkeypatch.setattr(codegen, "INTERLEAVE", 0)
+        assert codegen.interleave() == 0
+    codegen._interleave_for_width.cache_clear()
+
+
 def test_vector_interleave_applies_to_its_kernels_only():
     # LLVM's option is set while a kernel whose module asks for it compiles, and reset afterwards
     import types

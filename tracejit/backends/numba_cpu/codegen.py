@@ -20,6 +20,7 @@ Each module holds `kernel` (serial) and `kernel_par` (prange, for large outputs;
 only when it is first called).
 """
 import copy
+import functools
 import os
 import re
 
@@ -40,9 +41,26 @@ STAGE_MAX = 4    # costly calls in a stage
 # u(x * 0.7 + 0.2) on 1M float32, one thread, ns per element per round, LLVM's choice / 4 / 8 (AMD EPYC znver4,
 # AVX2; medians of 25 alternated runs): exp 0.71 / 0.44-0.46 / 0.46-0.51, tanh 0.86 / 0.53-0.55 / 0.46-0.48,
 # sigmoid 0.92 / 0.60 / 0.52, exp and tanh alternating 0.80 / 0.48 / 0.45-0.48. The price is compile time: a kernel
-# of ten such calls 1.8-2.4 s -> 2.6-2.7 (4) -> 3.3-3.6 s (8), hence not for small kernels.
-INTERLEAVE = int(os.environ.get("TRACEJIT_INTERLEAVE", "8"))
+# of ten such calls 1.8-2.4 s -> 2.6-2.7 (4) -> 3.3-3.6 s (8), hence not for small kernels. None: `interleave()`.
+_IC = os.environ.get("TRACEJIT_INTERLEAVE", "").strip()
+INTERLEAVE = int(_IC) if _IC else None
 INTERLEAVE_MIN = 1 << 16
+
+
+def interleave():
+    """Vectors per loop iteration for loops of costly calls: INTERLEAVE where set, else 64 floats in flight, i.e.
+    8 vectors of 256 bits (measured above) and 4 of 512 bits: with AVX-512's 32 registers the loop of one
+    sigmoid then keeps everything in registers (asm of u(x * 0.7 + 0.2) compiled for znver4 with AVX-512: 4
+    vectors, 130 instructions and no stack access; 8 vectors, 269 and 22 stack accesses; at 256 bits 8 vectors
+    take 318 instructions and 68 stack accesses). The 512-bit choice is from that asm, not a timing: no machine
+    with AVX-512 was at hand."""
+    return INTERLEAVE if INTERLEAVE is not None else _interleave_for_width()
+
+
+@functools.cache
+def _interleave_for_width():
+    from tracejit.kernels.cpu import vector_info
+    return 4 if vector_info()["vector_bits"] >= 512 else 8
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
@@ -297,8 +315,9 @@ class _LoopKernel:
             consts["CHUNK"] = ("CHUNK", CHUNK)
         if self.plan is not None:
             consts["TILE"] = ("TILE", TILE)
-        if INTERLEAVE and self.size >= INTERLEAVE_MIN and any(_heavy_calls(st) for st in self.stmts):
-            consts["VECTOR_INTERLEAVE"] = ("VECTOR_INTERLEAVE", INTERLEAVE)    # (read by workers.vector_interleave)
+        ic = interleave() if self.size >= INTERLEAVE_MIN and any(_heavy_calls(st) for st in self.stmts) else 0
+        if ic:
+            consts["VECTOR_INTERLEAVE"] = ("VECTOR_INTERLEAVE", ic)    # (read by workers.vector_interleave)
         ks = KernelSource(name, title, self.node, module_code(consts, kernels, imports), self.mode,
                           self.in_kinds, tuple(self.extra_args), self.size, self.params,
                           [(dt, n) for _, n, dt in self.scratch])
