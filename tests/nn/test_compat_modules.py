@@ -530,3 +530,90 @@ def test_weight_norm_traced_step_equals_eager(form):
     for (k, a), b in zip(me.state_dict().items(), mt.state_dict().values()):
         _close(b.numpy(), a.numpy(), 1e-5)
     _close(mt(x).detach().numpy(), me(x).detach().numpy(), 1e-5)        # eager again after the traced calls
+
+
+# ----------------------------------------------------------------------------- affine_grid and grid_sample
+
+@pytest.mark.parametrize("size", [(2, 3, 4, 5), (2, 1, 1, 3), (1, 2, 5, 1), (2, 1, 3, 4, 5)])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid(size, align_corners):
+    import warnings
+    k = len(size) - 2
+    theta = RNG.standard_normal((size[0], k, k + 1)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)             # (unit-size grids with align_corners)
+        _both(lambda lib, t: lib.nn.functional.affine_grid(t, size, align_corners), [theta])
+        _both(lambda lib, t: lib.nn.functional.affine_grid(t, size, align_corners), [theta.astype(np.float64)],
+              tol=1e-12)
+
+
+def _grid(shape, spread=1.3):
+    return (RNG.uniform(-spread, spread, shape)).astype(np.float32)   # some points outside [-1, 1]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_same_as_torch(mode, padding_mode, align_corners):
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    fn = lambda lib, a, g: lib.nn.functional.grid_sample(a, g, mode, padding_mode, align_corners)  # noqa: E731
+    for grid in (_grid((2, 4, 6, 2)), _grid((2, 9, 3, 2), 3.5)):           # 3.5: reflected more than once
+        _both(fn, [x, grid])
+        _both(fn, [x.astype(np.float64), grid.astype(np.float64)], tol=1e-10)
+    _both(fn, [x[:, :, :1, :1], _grid((2, 2, 3, 2))])                       # a 1x1 image
+
+
+def test_grid_sample_identity_and_errors():
+    x = tj.tensor(RNG.standard_normal((1, 2, 4, 6)).astype(np.float32))
+    for ac in (False, True):
+        grid = F.affine_grid(tj.tensor([[[1.0, 0, 0], [0, 1, 0]]]), (1, 2, 4, 6), align_corners=ac)
+        _close(F.grid_sample(x, grid, align_corners=ac).numpy(), x.numpy())
+    with pytest.warns(UserWarning, match="align_corners=False since 1.3.0"):
+        F.grid_sample(x, grid)
+    def gs(lib, a, g, **kw):
+        return lib.nn.functional.grid_sample(lib.ones(*a), lib.ones(*g), align_corners=False, **kw)
+
+    assert "expected mode to be" in _same_error(gs, (1, 1, 2, 2), (1, 2, 2, 2), mode="linear")
+    assert "expected padding_mode to be" in _same_error(gs, (1, 1, 2, 2), (1, 2, 2, 2), padding_mode="wrap")
+    assert "same batch size" in _same_error(gs, (2, 1, 2, 2), (1, 2, 2, 2))
+    assert "size 2 in last dimension" in _same_error(gs, (1, 1, 2, 2), (1, 2, 2, 3))
+    assert "expected 4D input" in _same_error(gs, (1, 1, 2, 2), (1, 2, 2))
+    assert "non-empty spatial dimensions" in _same_error(gs, (1, 1, 0, 2), (1, 2, 2, 2))
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        F.grid_sample(tj.ones(1, 1, 2, 2), tj.zeros(1, 2, 2, 2), mode="bicubic", align_corners=False)
+    with pytest.raises(NotImplementedError, match="5-D"):
+        F.grid_sample(tj.ones(1, 1, 2, 2, 2), tj.zeros(1, 2, 2, 2, 3), align_corners=False)
+    def ag(lib, t, size):
+        return lib.nn.functional.affine_grid(lib.ones(*t), size, align_corners=False)
+
+    assert "shape Nx2x3" in _same_error(ag, (2, 3, 3), (2, 3, 4, 5))
+    assert "only supports 4D and 5D sizes" in _same_error(ag, (2, 2, 3), (2, 3, 4))
+    assert "non-zero, positive output size" in _same_error(ag, (2, 2, 3), (2, 3, 0, 5))
+    _same_error(ag, (3, 2, 3), (2, 3, 4, 5))
+    assert "floating point type" in _same_error(lambda lib: lib.nn.functional.affine_grid(
+        lib.ones(2, 2, 3, dtype=lib.int64), (2, 3, 4, 5), align_corners=False))
+
+
+def test_spatial_transformer_traced_equals_eager():
+    loc = tj.nn.Linear(2 * 5 * 7, 6)
+
+    def f(x, mode, padding_mode):
+        theta = loc(x.flatten(1)).reshape(-1, 2, 3) * 0.1 + tj.tensor([[1.0, 0, 0], [0, 1, 0]])
+        grid = F.affine_grid(theta, tuple(x.shape), align_corners=False)
+        return F.grid_sample(x, grid, mode, padding_mode, align_corners=False).square().sum()
+
+    x = tj.tensor(RNG.standard_normal((3, 2, 5, 7)).astype(np.float32), requires_grad=True)
+    for mode, padding_mode in (("bilinear", "zeros"), ("bilinear", "reflection"), ("nearest", "border")):
+        x.grad = None
+        loc.zero_grad()
+        want = float(f(x, mode, padding_mode))
+        f(x, mode, padding_mode).backward()
+        grads = [x.grad.numpy().copy()] + [p.grad.numpy().copy() for p in loc.parameters()]
+        step = tj.trace(lambda t: f(t, mode, padding_mode))
+        x.grad = None
+        loc.zero_grad()
+        got = step(x)
+        got.backward()
+        _close(float(got), want, 1e-5)
+        for a, b in zip([x.grad.numpy()] + [p.grad.numpy() for p in loc.parameters()], grads):
+            _close(a, b, 1e-4)

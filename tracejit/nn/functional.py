@@ -687,6 +687,131 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return S.squeeze(out, 0) if unbatched else out
 
 
+_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. Please "
+                  "specify align_corners=True if the old behavior is desired. See the documentation of grid_sample "
+                  "for details.")
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid (N, H, W, 2) of x, y in [-1, 1] (or (N, D, H, W, 3)) that theta (N, 2, 3) (or (N, 3, 4))
+    maps the output's pixel centres (align_corners: its corner pixels) to: a matmul of a constant base grid."""
+    import warnings
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    if not theta.dtype.is_floating_point:
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = [int(v) for v in size]
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {tuple(size)}.")
+    k = len(size) - 2
+    if theta.ndim != 3 or tuple(theta.shape[1:]) != (k, k + 1):
+        raise ValueError(f"Expected a batch of {k}D affine matrices of shape Nx{k}x{k + 1} for size {tuple(size)}. "
+                         f"Got {theta.shape}.")
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the documentation of "
+                      "affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {tuple(size)}")
+    if theta.shape[0] != size[0]:
+        raise RuntimeError(f"affine_grid: theta holds {theta.shape[0]} matrices for a size of batch {size[0]}")
+
+    def steps(n):           # PyTorch's: linspace(-1, 1, n), scaled by (n - 1) / n without align_corners
+        r = np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+        return r if align_corners else r * (n - 1) / n
+    spatial = size[:1:-1]                                    # W, H(, D): x first
+    axes = np.meshgrid(*(steps(n) for n in spatial), indexing="ij")
+    base = np.stack([a.transpose() for a in axes] + [np.ones(axes[0].shape[::-1])], -1)    # (H, W, 3) / (D, H, W, 4)
+    base = _const(base.reshape(1, -1, k + 1).astype(theta.dtype.np))
+    grid = L.matmul(base, S.transpose(theta, 1, 2))
+    return S.reshape(grid, (size[0], *size[2:], k))
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Samples input (N, C, H, W) at grid (N, Ho, Wo, 2)'s x, y in [-1, 1]: bilinear (the four neighbours' weighted
+    sum) or nearest (half to even), outside the image zeros, the border's value, or the image reflected. One gather
+    of the neighbours' flat indices: its gradient flows to the input by the gather's, to the grid by the weights'.
+    Not supported: mode 'bicubic' and 5-D (volumetric) input."""
+    import warnings
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but "
+                         f"got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if align_corners is None:
+        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        align_corners = False
+    if input.ndim == 5 and grid.ndim == 5:
+        raise NotImplementedError("grid_sample: 5-D (volumetric) input is not supported by tracejit")
+    if mode == "bicubic":
+        raise NotImplementedError("grid_sample: mode='bicubic' is not supported by tracejit (bilinear, nearest)")
+    sizes = f"input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}"
+    if input.ndim != 4 or grid.ndim != 4:
+        raise RuntimeError(f"grid_sampler(): expected 4D input and grid with same number of dimensions, but got "
+                           f"{sizes}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got {sizes}")
+    if grid.shape[-1] != 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes "
+                           f"{list(grid.shape)}")
+    for d in (2, 3):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {d} being empty")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"grid_sample: input of dtype {input.dtype} (a floating point dtype is needed)")
+    if grid.dtype != input.dtype:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has {input.dtype} "
+                           f"and grid has {grid.dtype}")
+    N, C, H, W = input.shape
+    Ho, Wo = grid.shape[1:3]
+    x = _grid_source(grid[..., 0], W, padding_mode, align_corners)
+    y = _grid_source(grid[..., 1], H, padding_mode, align_corners)
+    if mode == "nearest":
+        corners = [(E.round(x).detach(), E.round(y).detach(), None)]
+    else:
+        x0, y0 = E.floor(x).detach(), E.floor(y).detach()
+        dx, dy = x - x0, y - y0
+        corners = [(x0, y0, (1 - dx) * (1 - dy)), (x0 + 1, y0, dx * (1 - dy)), (x0, y0 + 1, (1 - dx) * dy),
+                   (x0 + 1, y0 + 1, dx * dy)]
+    inside = [E.logical_and(E.logical_and(cx >= 0, cx <= W - 1), E.logical_and(cy >= 0, cy <= H - 1))
+              for cx, cy, _ in corners]
+    flat = [(E.clamp(cy, 0, H - 1) * W + E.clamp(cx, 0, W - 1)).long() for cx, cy, _ in corners]
+    k = len(corners)
+    index = S.reshape(S.stack(flat, 1), (N, 1, k * Ho * Wo))                  # (N, 1, corner * Ho * Wo)
+    vals = I.gather(S.reshape(input, (N, C, H * W)), 2, S.expand(index, (N, C, k * Ho * Wo)))
+    weight = S.stack([E.where(m, 1.0 if w is None else w, 0.0).to(input.dtype)
+                      for (_, _, w), m in zip(corners, inside)], 1)
+    out = R.sum(S.reshape(vals, (N, C, k, Ho, Wo)) * S.unsqueeze(weight, 1), 2)
+    if mode == "nearest" and grid.requires_grad:
+        out = out + S.unsqueeze(R.sum(grid, -1), 1) * 0.0       # PyTorch's zero gradient for the grid, not none
+    return out
+
+
+def _grid_source(coord, size, padding_mode, align_corners):
+    """A grid coordinate in [-1, 1] as a source pixel coordinate along a dim of `size`, with its padding_mode."""
+    if align_corners:
+        c = (coord + 1) / 2 * (size - 1)
+    else:
+        c = ((coord + 1) * size - 1) / 2
+    if padding_mode == "zeros":
+        return c
+    if padding_mode == "reflection":
+        lo, span = (0.0, size - 1.0) if align_corners else (-0.5, float(size))
+        if span <= 0:
+            return c * 0.0
+        d = c - lo
+        d = E.where(d < 0, -d, d)                    # (PyTorch's derivative at the reflection point: +1)
+        extra = E.fmod(d, span)
+        odd = E.fmod(E.floor(d / span).detach(), 2.0) != 0
+        c = E.where(odd, span - extra, extra) + lo
+    # clipped into [0, size - 1], the derivative 0 at and beyond the ends as PyTorch's
+    return E.where(c <= 0, 0.0, E.where(c >= size - 1, float(size - 1), c))
+
+
 def _adaptive_windows(n, m):
     """PyTorch's adaptive pooling windows of m outputs over n inputs, [floor(i*n/m), ceil((i+1)*n/m)), as an
     (m, widest) index array, each window padded with its last index (a repeat changes no max)."""
