@@ -3,9 +3,13 @@ input and state layouts), each layer and direction a `tracejit.scan` over time.
 
 The input projection of a whole sequence is one matrix product before the loop (with both biases, except
 GRU's, whose hidden bias sits inside its reset gate's product); each step does the hidden projection and the gate
-math. Not supported (an error says so): LSTM's `proj_size`, packed sequences.
+math. A PackedSequence runs as its padded batch with a mask: a sequence's state stops changing after its last step
+(and, in reverse, starts there), so each one's last hidden state is the state at its own length. Not supported (an
+error says so): LSTM's `proj_size`.
 """
 import math
+
+import numpy as np
 
 from ... import creation as C
 from ...ops.shape_ops import cat, stack
@@ -41,6 +45,17 @@ def _step(mode, H, w_hh, b_hh):
             h = act(gx + F.linear(h, w_hh, b_hh))
             return h, h
     return step
+
+
+def _masked(step):
+    """step over (x_t, mask_t): where mask_t (B, 1) is False the state stays as it was (past a sequence's end)."""
+    def masked_step(state, xs):
+        gx, keep = xs
+        new, y = step(state, gx)
+        if isinstance(new, tuple):
+            return tuple(n.where(keep, o) for n, o in zip(new, state)), y
+        return new.where(keep, state), y
+    return masked_step
 
 
 class RNNBase(Module):
@@ -89,6 +104,9 @@ class RNNBase(Module):
         return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
 
     def forward(self, input, hx=None):
+        from ..utils.rnn import PackedSequence
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         lstm = self.mode == "LSTM"
         batched = input.dim() == 3
         if input.dim() not in (2, 3):
@@ -113,6 +131,48 @@ class RNNBase(Module):
                 if tuple(p.shape) != want:
                     raise RuntimeError(f"Expected hidden size {want}, got {list(p.shape)}")
             hx = parts if lstm else parts[0]
+        out, hn, cn = self._layers(x, hx)
+        if self.batch_first and batched:
+            out = out.transpose(0, 1)
+        if not batched:
+            out, hn = out.squeeze(1), hn.squeeze(1)
+            cn = cn.squeeze(1) if lstm else None
+        return (out, (hn, cn)) if lstm else (out, hn)
+
+    def _forward_packed(self, input, hx):
+        """The padded batch (sorted) through the masked layers; the output packed again, h_n in the input's order."""
+        from ..utils.rnn import PackedSequence, pad_packed_sequence, _pack
+        lstm = self.mode == "LSTM"
+        data, batch_sizes, sorted_indices, unsorted_indices = input
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {data.shape[-1]}")
+        x, lengths = pad_packed_sequence(PackedSequence(data, batch_sizes), total_length=None)
+        T, N = x.shape[0], x.shape[1]
+        want = ((2 if self.bidirectional else 1) * self.num_layers, N, self.hidden_size)
+        if hx is None:
+            h0 = C.zeros(want, dtype=x.dtype, device=x.device)
+            hx = (h0, h0) if lstm else h0
+        else:
+            for p in (hx if lstm else (hx,)):
+                if tuple(p.shape) != want:
+                    raise RuntimeError(f"Expected hidden size {want}, got {list(p.shape)}")
+            if sorted_indices is not None:          # the states in the sequences' sorted order
+                hx = tuple(p.index_select(1, sorted_indices) for p in hx) if lstm else \
+                    hx.index_select(1, sorted_indices)
+        steps = C.tensor(np.arange(T)[:, None, None] < lengths.numpy()[None, :, None])       # (T, N, 1)
+        out, hn, cn = self._layers(x, hx, steps)
+        out = PackedSequence(_pack(out, lengths), batch_sizes, sorted_indices, unsorted_indices)
+        if unsorted_indices is not None:
+            hn = hn.index_select(1, unsorted_indices)
+            cn = cn.index_select(1, unsorted_indices) if lstm else None
+        return (out, (hn, cn)) if lstm else (out, hn)
+
+    def _layers(self, x, hx, steps=None):
+        """x (T, N, input_size) through every layer and direction: (output, h_n, c_n or None). steps (T, N, 1), if
+        given, says which steps each sequence has."""
+        lstm = self.mode == "LSTM"
+        D = 2 if self.bidirectional else 1
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -125,7 +185,11 @@ class RNNBase(Module):
                     # per step, so their gradient is one sum after the loop, not a sum and an add per step
                     b_ih, b_hh = b_ih + b_hh, None
                 gx = F.linear(x, w_ih, b_ih)            # every time step's input projection at once
-                state, ys = scan(_step(self.mode, self.hidden_size, w_hh, b_hh), state, gx, reverse=d == 1)
+                step = _step(self.mode, self.hidden_size, w_hh, b_hh)
+                if steps is None:
+                    state, ys = scan(step, state, gx, reverse=d == 1)
+                else:
+                    state, ys = scan(_masked(step), state, (gx, steps), reverse=d == 1)
                 outs.append(ys)
                 if lstm:
                     h_n.append(state[0])
@@ -135,15 +199,7 @@ class RNNBase(Module):
             x = outs[0] if D == 1 else cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        out = x
-        if self.batch_first and batched:
-            out = out.transpose(0, 1)
-        hn = stack(h_n, 0)
-        cn = stack(c_n, 0) if lstm else None
-        if not batched:
-            out, hn = out.squeeze(1), hn.squeeze(1)
-            cn = cn.squeeze(1) if lstm else None
-        return (out, (hn, cn)) if lstm else (out, hn)
+        return x, stack(h_n, 0), stack(c_n, 0) if lstm else None
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
