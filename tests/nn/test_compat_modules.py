@@ -327,6 +327,13 @@ def test_embedding_bag_errors_as_torch():
         bag(tj, [1, 2, 3], [0, 2, 1])
 
 
+def test_embedding_index_out_of_range_as_torch():
+    w = np.ones((4, 2), np.float32)
+    for idx in ([-1], [[0, 4]]):
+        assert "index out of range in self" in _same_error(
+            lambda lib: lib.nn.functional.embedding(lib.tensor(idx), lib.tensor(w)))
+
+
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])
 def test_embedding_bag_traced_equals_eager(mode):
     """Offsets as an argument of the traced function: the masked bags; as a constant: the padded ones."""

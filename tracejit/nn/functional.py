@@ -949,6 +949,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             padding_idx += num
         elif padding_idx >= num:
             raise AssertionError("Padding_idx must be within num_embeddings")
+    if type(input._data) is np.ndarray and input.numel() and (input._data.min() < 0 or input._data.max() >= num):
+        raise IndexError("index out of range in self")              # (getitem would wrap a negative index)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
     w = weight
@@ -1021,8 +1023,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise RuntimeError(f"padding_idx must be within the number of embeddings, -{num} through {num - 1}, but "
                                f"got {padding_idx}")
         padding_idx %= num
-    if input._data is not None and input.numel():
-        flat = np.asarray(input._data).reshape(-1)
+    if type(input._data) is np.ndarray and input.numel():        # (index_select checks the rest, traced too)
+        flat = input._data.reshape(-1)
         bad = np.flatnonzero((flat < 0) | (flat >= num))
         if bad.size:
             raise RuntimeError(f"Index {bad[0]} of input takes value {flat[bad[0]]} which is not in the valid range "
@@ -1043,7 +1045,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
 
 def _bags_padded(input, offsets, weights, include_last):
     """(B, L) indices, per-sample weights and validity of the bags cut by concrete offsets, one bag a row."""
-    n, offs = input.shape[0], np.asarray(offsets._data).astype(np.int64)
+    n, offs = input.shape[0], offsets.cpu().numpy().astype(np.int64)
     _check_offsets(offs, n)
     bounds = offs if include_last else np.append(offs, n)
     starts, ends = bounds[:-1], bounds[1:]
