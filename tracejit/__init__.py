@@ -139,6 +139,8 @@ from . import cuda  # noqa: E402  (numba.cuda itself is imported only when CUDA 
 from .tracing.trace import trace, make_graph, TracedFunction
 from ._compile import compile  # noqa: E402,A001  (torch.compile's name: the compiler is trace)
 from .scan import scan  # noqa: E402
+from . import amp, backends  # noqa: E402  (torch.amp; torch.backends' switches: tracejit/backends/_torch_flags.py)
+from .amp import autocast, is_autocast_enabled  # noqa: E402
 
 # nn/optim/data/saving (issue 5)
 from . import optim, utils, distributed
@@ -182,3 +184,36 @@ def clear_cache():
     """Remove the generated kernels cached on disk (compiled functions in memory keep working)."""
     from .backends.diskcache import clear_cache as _clear
     return _clear()
+
+
+_SWITCHES = {"matmul_precision": "highest", "deterministic": False, "deterministic_warn_only": False}
+
+
+def set_float32_matmul_precision(precision):
+    """torch.set_float32_matmul_precision: "highest", "high" or "medium" is kept and read back; tracejit's float32
+    matmuls are float32 whatever it is (no TF32 or bfloat16 passes)."""
+    if precision not in ("highest", "high", "medium"):
+        import warnings
+        warnings.warn(f"set_float32_matmul_precision: {precision!r} is not one of 'highest', 'high', 'medium': "
+                      f"ignored", UserWarning, stacklevel=2)
+        return
+    _SWITCHES["matmul_precision"] = precision
+
+
+def get_float32_matmul_precision():
+    return _SWITCHES["matmul_precision"]
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """torch.use_deterministic_algorithms: kept and read back (tracejit has no nondeterministic variant of an op
+    to switch off)."""
+    import builtins
+    _SWITCHES["deterministic"], _SWITCHES["deterministic_warn_only"] = builtins.bool(mode), builtins.bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled():
+    return _SWITCHES["deterministic"]
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _SWITCHES["deterministic_warn_only"]

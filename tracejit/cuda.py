@@ -167,3 +167,10 @@ class _Lazy:
 
 
 _ToDevice = _Lazy(_make_to_device)
+
+
+def __getattr__(name):
+    if name == "amp":                   # torch.cuda.amp (GradScaler, autocast): tracejit/amp.py
+        from .amp import cuda_amp
+        return cuda_amp
+    raise AttributeError(f"module 'tracejit.cuda' has no attribute {name!r}")

@@ -57,3 +57,7 @@ def get_backend(name=None):
         else:
             raise ValueError(f"unknown backend {name!r}: choose 'numba', 'numba_cuda' or 'interpreter'")
     return _BACKENDS[name]()
+
+
+# torch.backends' switches, for PyTorch code that sets or reads them
+from ._torch_flags import cpu, cuda, cudnn, mkldnn, mps, openmp  # noqa: E402,F401
