@@ -104,6 +104,11 @@ class LRScheduler:
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """The next learning rates (the recursive form), or those of `epoch` (the closed form where there is one),
+        written into the optimizer's groups."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
@@ -315,3 +320,354 @@ class OneCycleLR(LRScheduler):
                 else:
                     g["momentum"] = m
         return lrs
+
+
+class MultiplicativeLR(LRScheduler):
+    """Each step multiplies every group's learning rate by lr_lambda(epoch) (one function, or one per group)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)) and len(lr_lambda) != n:
+            raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.last_epoch <= 0:
+            return _lrs(self.optimizer)
+        return [g["lr"] * f(self.last_epoch) for f, g in zip(self.lr_lambdas, self.optimizer.param_groups)]
+
+
+class ConstantLR(LRScheduler):
+    """The learning rate times `factor` for the first total_iters steps, then the base rate."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        if not 0 <= factor <= 1:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        scale = (self.factor if self.last_epoch == 0 else
+                 1.0 / self.factor if self.last_epoch == self.total_iters else 1.0)
+        return [g["lr"] * scale for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [b * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)) for b in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """The learning rate times a factor going linearly from start_factor to end_factor over total_iters steps
+    (the usual warm-up), then the base rate times end_factor."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if not 0 < start_factor <= 1:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if not 0 <= end_factor <= 1:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        e, a, b, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
+        if e == 0:
+            return [g["lr"] * a for g in self.optimizer.param_groups]
+        if e > n:
+            return _lrs(self.optimizer)
+        # the ratio of this step's factor to the last one's
+        ratio = 1.0 + (b - a) / (n * a + (e - 1) * (b - a))
+        return [g["lr"] * ratio for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        a, b, n = self.start_factor, self.end_factor, self.total_iters
+        return [base * (a + (b - a) * min(n, self.last_epoch) / n) for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """The learning rate times (1 - t / total_iters) ** power at step t <= total_iters, then 0."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        e, n = self.last_epoch, self.total_iters
+        if e == 0 or e > n:
+            return _lrs(self.optimizer)
+        ratio = ((1.0 - e / n) / (1.0 - (e - 1) / n)) ** self.power
+        return [g["lr"] * ratio for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [b * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for b in self.base_lrs]
+
+
+def _same_optimizer(owner, schedulers, optimizer):
+    for i, sch in enumerate(schedulers):
+        if not hasattr(sch, "optimizer"):
+            raise TypeError(f"{owner} at index {i} should have `optimizer` as its attribute.")
+        if isinstance(sch, ReduceLROnPlateau):
+            raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             f"kwargs to be specified when calling `step`, but got one at index {i} in the given "
+                             f"schedulers sequence.")
+        if sch.optimizer is not optimizer:
+            raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, but got scheduler "
+                             f"{type(sch).__name__} at index {i} with another optimizer.")
+
+
+def _undo_steps(sch):
+    """Take back the step each (nested) scheduler took when it was made."""
+    for s in getattr(sch, "_schedulers", ()):
+        _undo_steps(s)
+    if not hasattr(sch, "_schedulers") and hasattr(sch, "last_epoch"):
+        sch.last_epoch -= 1
+
+
+class _Composite(LRScheduler):
+    """State of a scheduler made of others: its own fields and each inner scheduler's state."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        inner = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, st in zip(self._schedulers, inner):
+            s.load_state_dict(st)
+
+
+class SequentialLR(_Composite):
+    """schedulers[i] runs from milestones[i - 1] on (a scheduler starts at its epoch 0 at its milestone), e.g. a
+    LinearLR warm-up followed by CosineAnnealingLR."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR expects at least one scheduler, but got no scheduler.")
+        _same_optimizer("SequentialLR", schedulers, optimizer)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
+        self._schedulers, self._milestones = list(schedulers), list(milestones)
+        self.optimizer, self.last_epoch = optimizer, last_epoch + 1
+        for group in optimizer.param_groups:         # the schedulers' construction steps undone
+            group["lr"] = group["initial_lr"]
+        _undo_steps(self)
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        i = bisect_right(self._milestones, self.last_epoch)
+        sch = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            sch._update_lr(0)
+        else:
+            sch.step()
+        self._last_lr = sch.get_last_lr()
+
+
+class ChainedScheduler(_Composite):
+    """Every scheduler steps at each step, one after the other (their factors multiply)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        _same_optimizer("ChainedScheduler", schedulers, optimizer)
+        self._schedulers, self.optimizer = list(schedulers), optimizer
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Cut the learning rates by `factor` when a metric (step(metric)) has not improved for `patience` steps, then
+    wait `cooldown` steps; never below min_lr, and not by a change smaller than eps."""
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+                 cooldown=0, min_lr=0, eps=1e-8):
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if mode not in ("min", "max"):
+            raise ValueError("mode " + mode + " is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+        n = len(optimizer.param_groups)
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != n:
+                raise ValueError(f"expected {n} min_lrs, got {len(min_lr)}")
+            self.default_min_lr, self.min_lrs = None, list(min_lr)
+        else:
+            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * n
+        self.optimizer, self.factor, self.patience, self.cooldown, self.eps = optimizer, factor, patience, cooldown, eps
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = self.last_epoch = 0
+        self._last_lr = _lrs(optimizer)
+
+    @property
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def is_better(self, a, best):
+        t = self.threshold
+        if self.threshold_mode == "rel":
+            return a < best * (1 - t) if self.mode == "min" else a > best * (1 + t)
+        return a < best - t if self.mode == "min" else a > best + t
+
+    def step(self, metrics, epoch=None):
+        current = float(metrics)
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0                 # bad epochs in the cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            if len(self.min_lrs) != len(self.optimizer.param_groups):
+                if self.default_min_lr is None:
+                    raise RuntimeError("The number of param groups in the optimizer differs from when "
+                                       "ReduceLROnPlateau was made: set its `min_lrs` to one per group.")
+                self.min_lrs = [self.default_min_lr] * len(self.optimizer.param_groups)
+            for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(group["lr"] * self.factor, floor)
+                if group["lr"] - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = _lrs(self.optimizer)
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the base rate to eta_min over T_i steps, restarting at the base rate; T_i starts at
+    T_0 and is multiplied by T_mult at each restart. step(epoch) takes fractional epochs (a step per batch)."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (b - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for b in self.base_lrs]
+
+    def step(self, epoch=None):
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:           # the restart epoch falls in: T_0 (T_mult**n - 1) / (T_mult - 1) <= epoch
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self._step_count += 1
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = _lrs(self.optimizer)
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy: each cycle goes linearly from base_lr up to max_lr over step_size_up
+    steps and back over step_size_down, the amplitude scaled per cycle ('triangular2': halved) or per step
+    ('exp_range': gamma ** step) or by scale_fn; with cycle_momentum, momentum (or Adam's beta1) the other way."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        n = len(optimizer.param_groups)
+
+        def per_group(name, v):
+            if isinstance(v, (list, tuple)):
+                if len(v) != n:
+                    raise ValueError(f"expected {n} values for {name}, got {len(v)}")
+                return list(v)
+            return [v] * n
+        base_lrs = per_group("base_lr", base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = per_group("max_lr", max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma, self._scale_fn_custom = mode, gamma, scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else "iterations" if mode == "exp_range" else "cycle"
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            if last_epoch == -1:        # (kept in the groups, as PyTorch does: the optimizer's state_dict has them)
+                for m, b, group in zip(per_group("max_momentum", max_momentum),
+                                       per_group("base_momentum", base_momentum), optimizer.param_groups):
+                    group["max_momentum"], group["base_momentum"] = m, b
+                    self._set_momentum(group, m)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _set_momentum(self, group, m):
+        if self.use_beta1:
+            group["betas"] = (m, *group["betas"][1:])
+        else:
+            group["momentum"] = m
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return {"triangular": 1.0, "triangular2": 1 / 2.0 ** (x - 1), "exp_range": self.gamma ** x}[self.mode]
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        frac = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        amp = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [b + (m - b) * frac * amp for b, m in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group in self.optimizer.param_groups:
+                m, b = group["max_momentum"], group["base_momentum"]
+                self._set_momentum(group, m - (m - b) * frac * amp)
+        return lrs
+
+    def state_dict(self):
+        state = super().state_dict()
+        state.pop("_scale_fn_custom", None)         # (a function: not saved, as in PyTorch)
+        return state
