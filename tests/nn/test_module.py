@@ -263,3 +263,79 @@ def test_load_state_dict_assign():
     with tj.no_grad():
         w.add_(1)
     assert float(m.weight[0, 0]) == 2.0  # shares the loaded tensor's data
+
+
+def _hooked_pair(lib, rec):
+    """A two-input module (x needs a gradient, y not; a second output without one) under a Linear, with full
+    backward hooks recording what they get; the two-input module's hook triples its grad_input."""
+    class Two(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = lib.nn.Linear(3, 4)
+
+        def forward(self, x, y, scale=2.0):
+            return self.a(x) * scale + y, y.sum()
+    m, lin = Two(), lib.nn.Linear(4, 1)
+    rng = np.random.default_rng(0)
+    for mod in (m, lin):
+        mod.load_state_dict({k: lib.tensor(rng.standard_normal(tuple(v.shape)).astype(np.float32))
+                             for k, v in mod.state_dict().items()})
+
+    def arrays(gs):
+        return [None if g is None else g.detach().numpy().copy() for g in gs]
+
+    def full(mod, gi, go):
+        rec.append(("full", arrays(gi), arrays(go)))
+        return tuple(None if g is None else g * 3 for g in gi)
+    m.register_full_backward_pre_hook(lambda mod, go: rec.append(("pre", arrays(go))))
+    m.register_full_backward_hook(full)
+    lin.register_full_backward_hook(lambda mod, gi, go: rec.append(("lin", arrays(gi), arrays(go))))
+    return m, lin
+
+
+def test_full_backward_hooks_match_pytorch():
+    torch = pytest.importorskip("torch")
+    got = {}
+    for lib in (tj, torch):
+        rec = []
+        m, lin = _hooked_pair(lib, rec)
+        x = lib.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+        o, s = m(x, lib.tensor(np.ones((2, 4), np.float32)))
+        (lin(o).sum() + s).backward()
+        got[lib] = rec, x.grad.numpy()
+    (rec_a, ga), (rec_b, gb) = got[tj], got[torch]
+    assert [r[0] for r in rec_a] == [r[0] for r in rec_b] == ["lin", "pre", "full"]
+    for ra, rb in zip(rec_a, rec_b):
+        for xa, xb in zip(ra[1:], rb[1:]):
+            assert [u is None for u in xa] == [v is None for v in xb], ra[0]     # (None for the no-grad output)
+            for u, v in zip(xa, xb):
+                if u is not None:
+                    np.testing.assert_allclose(u, v, rtol=1e-6)
+    np.testing.assert_allclose(ga, gb, rtol=1e-6)          # the hook's tripled grad_input reached x
+
+
+def test_full_backward_hook_on_data_input_traced_and_removed():
+    # the first layer's input needs no gradient: the hook gets grad_input (None,) when grad_output is known;
+    # a hook that scales gradients traces; removing the handle removes it
+    lin = tj.nn.Linear(3, 2)
+    seen = []
+
+    def hook(mod, gi, go):
+        seen.append((gi, go[0].shape))
+    h = lin.register_full_backward_hook(hook)
+    x = tj.randn(4, 3)
+    lin(x).sum().backward()
+    assert seen == [((None,), (4, 2))]
+    h.remove()
+    scaled = tj.nn.Linear(3, 2)
+    scaled.register_full_backward_pre_hook(lambda mod, go: (go[0] * 0.5,))
+
+    def step(x):
+        scaled.zero_grad()
+        scaled(x).sum().backward()
+        return scaled.weight.grad.clone()
+    eager = step(x).numpy()
+    np.testing.assert_allclose(eager, 0.5 * x.numpy().sum(0)[None, :].repeat(2, 0), rtol=1e-6)
+    np.testing.assert_allclose(tj.trace(step)(x).numpy(), eager, rtol=1e-6)
+    lin(x).sum().backward()
+    assert len(seen) == 1

@@ -12,6 +12,7 @@ from collections import OrderedDict, namedtuple
 
 from ..._state import STATE
 from ..._tensor import Tensor
+from ...autograd.function import Function
 from ...autograd.graph import RemovableHandle
 from ..parameter import Buffer, Parameter
 
@@ -53,6 +54,8 @@ class Module:
         d["_forward_hooks_with_kwargs"] = {}
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_pre_hooks_with_kwargs"] = {}
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
 
     def forward(self, *input):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
@@ -205,6 +208,9 @@ class Module:
                     r = hook(self, args)
                     if r is not None:
                         args = r if isinstance(r, tuple) else (r,)
+        hooked = self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")
+        if hooked:
+            args, state = _BackwardHooks.wrap_inputs(self, args)
         result = self.forward(*args, **kwargs)
         if self._forward_hooks:
             for hid, hook in list(self._forward_hooks.items()):
@@ -214,6 +220,8 @@ class Module:
                     r = hook(self, args, result)
                 if r is not None:
                     result = r
+        if hooked:
+            result = _BackwardHooks.wrap_outputs(state, result)
         return result
 
     def _hook(self, store, kw_store, hook, prepend, with_kwargs):
@@ -237,6 +245,17 @@ class Module:
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """hook(module, args, output) -> None or new output (with_kwargs: hook(module, args, kwargs, output))."""
         return self._hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> None or new grad_input, called when the gradients with respect
+        to the module's positional tensor inputs are computed (grad_input: one entry per such input, None where
+        it needs none; grad_output: one per tensor output)."""
+        return self._hook(self.__dict__.setdefault("_backward_hooks", OrderedDict()), {}, hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or new grad_output, called when the gradients with respect to the
+        module's outputs are computed, before those with respect to its inputs."""
+        return self._hook(self.__dict__.setdefault("_backward_pre_hooks", OrderedDict()), {}, hook, prepend, False)
 
     # ------------------------------------------------------------------ traversal
     def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate=True):
@@ -571,3 +590,94 @@ def _plain(t):
     out._version = t._version
     out._requires_grad = t._requires_grad
     return out
+
+
+class _BackwardHooks:
+    """A module's full backward (pre-)hooks, as PyTorch runs them: its positional tensor inputs and its tensor
+    outputs that require grad pass through identity autograd Functions; the outputs' one receives grad_output (the
+    pre-hooks may replace it), the inputs' one grad_input (the hooks may replace it). Both tuples have an entry
+    per tensor, None for one that requires no grad; where no input requires one, the hooks are called from the
+    outputs' Function with grad_input all None."""
+
+    def __init__(self, module, in_grad):
+        self.module, self.in_grad, self.out_grad, self.grad_output = module, in_grad, (), None
+        self.in_zeros = ()
+
+    @staticmethod
+    def _through(fn, state, tensors):
+        """tensors (positional values) with those that require grad replaced by fn's identity outputs, and the
+        requires-grad mask of the tensors among them."""
+        idx = [i for i, a in enumerate(tensors) if isinstance(a, Tensor)]
+        mask = tuple(tensors[i].requires_grad for i in idx)
+        grad_idx = [i for i, g in zip(idx, mask) if g]
+        if grad_idx:
+            new = fn.apply(state, *(tensors[i] for i in grad_idx))
+            tensors = list(tensors)
+            for i, t in zip(grad_idx, new if isinstance(new, tuple) else (new,)):
+                tensors[i] = t
+        return tuple(tensors), mask
+
+    @classmethod
+    def wrap_inputs(cls, module, args):
+        state = cls(module, ())
+        args, state.in_grad = cls._through(_HookInputs, state, args)
+        # (PyTorch hands the hooks zeros for a tensor input that requires no grad beside one that does)
+        state.in_zeros = tuple((tuple(a.shape), a.dtype) for a in args if isinstance(a, Tensor))
+        return args, state
+
+    @classmethod
+    def wrap_outputs(cls, state, result):
+        outs, state.out_grad = cls._through(_HookOutputs, state, result if isinstance(result, tuple) else (result,))
+        return outs if isinstance(result, tuple) else outs[0]
+
+    @staticmethod
+    def _full(mask, grads):
+        it = iter(grads)
+        return tuple(next(it) if g else None for g in mask)
+
+    def call_hooks(self, grads):
+        """The hooks on grad_input (the inputs' gradients `grads`, in mask order); the gradients to pass on."""
+        grad_input = self._full(self.in_grad, grads)
+        if any(self.in_grad):
+            from ...creation import zeros
+            grad_input = tuple(zeros(s, dtype=d) if g is None else g for g, (s, d) in zip(grad_input, self.in_zeros))
+        for hook in list(self.module.__dict__.get("_backward_hooks", {}).values()):
+            r = hook(self.module, grad_input, self.grad_output)
+            if r is not None:
+                r = r if isinstance(r, tuple) else (r,)
+                if len(r) != len(grad_input):
+                    raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(r)}, "
+                                       f"but expected {len(grad_input)}")
+                grad_input = r
+        return tuple(g for g, m in zip(grad_input, self.in_grad) if m)
+
+
+class _HookOutputs(Function):
+    @staticmethod
+    def forward(ctx, state, *outs):
+        ctx.state = state
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        state = ctx.state
+        grad_output = state._full(state.out_grad, grads)
+        for hook in list(state.module.__dict__.get("_backward_pre_hooks", {}).values()):
+            r = hook(state.module, grad_output)
+            if r is not None:
+                grad_output = r if isinstance(r, tuple) else (r,)
+        state.grad_output = grad_output
+        if not any(state.in_grad):
+            state.call_hooks(())
+        return (None,) + tuple(g for g, m in zip(grad_output, state.out_grad) if m)
+
+
+class _HookInputs(Function):
+    @staticmethod
+    def forward(ctx, state, *args):
+        ctx.state = state
+        return args
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + ctx.state.call_hooks(grads)
