@@ -652,12 +652,16 @@ class _BackwardHooks:
         return tuple(g for g, m in zip(grad_input, self.in_grad) if m)
 
 
-class _HookOutputs(Function):
-    @staticmethod
-    def forward(ctx, state, *outs):
-        ctx.state = state
-        return outs
+class _HookIdentity(Function):
+    """The tensors as they are; the backward hands their gradients to the _BackwardHooks `state`."""
 
+    @staticmethod
+    def forward(ctx, state, *tensors):
+        ctx.state = state
+        return tensors
+
+
+class _HookOutputs(_HookIdentity):
     @staticmethod
     def backward(ctx, *grads):
         state = ctx.state
@@ -672,12 +676,7 @@ class _HookOutputs(Function):
         return (None,) + tuple(g for g, m in zip(grad_output, state.out_grad) if m)
 
 
-class _HookInputs(Function):
-    @staticmethod
-    def forward(ctx, state, *args):
-        ctx.state = state
-        return args
-
+class _HookInputs(_HookIdentity):
     @staticmethod
     def backward(ctx, *grads):
         return (None,) + ctx.state.call_hooks(grads)
