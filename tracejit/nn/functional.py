@@ -485,6 +485,235 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(loss, reduction)
 
 
+# ----------------------------------------------------------------------------- margin, embedding and likelihood losses
+# Each is a composite of registry ops (so eager, tracing and autodiff share it); data-dependent checks of index
+# targets run in eager mode, where the values are known.
+
+_TORCH_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
+               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def _type_name(dtype):
+    return _TORCH_TYPE.get(str(dtype).split(".")[-1], str(dtype))
+
+
+def _legacy(size_average, reduce, reduction):
+    """The reduction the deprecated size_average/reduce flags ask for (None, None: `reduction` itself)."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def _valid_reduction(reduction):
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _known(*ts):
+    """Whether every tensor holds concrete values (eager, not tracing), so value checks can run."""
+    return STATE.tracer is None and all(t._data is not None for t in ts)
+
+
+def _need_long(target):
+    if target.dtype is not D.int64:
+        raise RuntimeError(f"expected scalar type Long but found {_type_name(target.dtype)}")
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), broadcast over the three inputs of equal rank."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    if not input1.ndim == input2.ndim == target.ndim:
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {input1.size()}, input2: {input2.size()}, target: {target.size()} ")
+    return _reduce(E.clamp_min(-target * (input1 - input2) + margin, 0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    """input where target is 1, max(0, margin - input) where target is -1 (both terms for any other value)."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    hinge = E.where(target != 1, E.clamp_min(margin - input, 0), 0.0)
+    return _reduce(hinge + E.where(target != -1, input, 0.0), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)), as softplus (finite where exp overflows)."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    margin = input * -target             # (raises for shapes that do not broadcast, naming input first)
+    if tuple(margin.shape) != tuple(input.shape):
+        raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the broadcast shape "
+                           f"{list(margin.shape)}")
+    return _reduce(softplus(margin), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Binary cross-entropy with logits per class, averaged over the last (class) dim, one loss per sample."""
+    reduction = _legacy(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as -1 but tensor has no dimensions")
+    loss = R.sum(loss, input.ndim - 1) / input.shape[-1]
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1 (0 for other values); the
+    cosine over the last dim, each squared norm plus 1e-12."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    if target.ndim > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    want = 2 if target.ndim == 1 else 1
+    if input1.ndim != want or input2.ndim != want:
+        raise RuntimeError(f"{target.ndim}D target tensor expects {want}D input tensors, but found inputs with "
+                           f"sizes {list(input1.shape)} and {list(input2.shape)}.")
+    d = target.ndim
+    dot = R.sum(input1 * input2, d)
+    cos = dot / E.sqrt((R.sum(input1 * input1, d) + 1e-12) * (R.sum(input2 * input2, d) + 1e-12))
+    loss = E.where(target == 1, 1 - cos, 0.0) + E.where(target == -1, E.clamp_min(cos - margin, 0), 0.0)
+    return _reduce(loss, reduction)
+
+
+def _distance_triplet(dist, anchor, positive, negative, margin, swap, reduction):
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative "
+                           f"{negative.ndim}D inputs")
+    d_pos, d_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:            # the positive as anchor when it is nearer the negative (Balntas et al.)
+        d_neg = E.minimum(d_neg, dist(positive, negative))
+    return _reduce(E.clamp_min(margin + d_pos - d_neg, 0), reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    """max(0, margin + d(a, p) - d(a, n)) with d the p-norm distance of pairwise_distance."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    dist = lambda x1, x2: pairwise_distance(x1, x2, p, eps)  # noqa: E731
+    return _distance_triplet(dist, anchor, positive, negative, margin, swap, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
+                                      reduction="mean"):
+    """triplet_margin_loss with any distance function (pairwise_distance by default)."""
+    _valid_reduction(reduction)
+    dist = distance_function if distance_function is not None else pairwise_distance
+    return _distance_triplet(dist, anchor, positive, negative, margin, swap, reduction)
+
+
+def _samples(input, fn):
+    """input as (N, C) for the index-target margin losses: a vector is one sample, a scalar one class."""
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0) or (input.ndim == 1 and input.shape[0] == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    n = input.shape[0] if input.ndim == 2 else 1
+    c = input.shape[-1] if input.ndim else 1
+    return S.reshape(input, (n, c)), n, c
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Per sample, sum over classes j != y of max(0, margin - x[y] + x[j])**p (times weight[y]), over C."""
+    from ..creation import arange
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    if p != 1 and p != 2:
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.ndim != 1:
+        raise ValueError("weight must be one-dimensional")
+    x, n, c = _samples(input, "multi_margin_loss")
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input "
+                           f"has shape {list(input.shape)}.")
+    _need_long(target)
+    if weight is not None:
+        if weight.numel() != c:
+            raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+        if weight.dtype is not input.dtype:
+            raise RuntimeError(f"expected scalar type {_type_name(input.dtype)} but found {_type_name(weight.dtype)}")
+    if _known(target):
+        if target.numel() and (int(target.min()) < 0 or int(target.max()) >= c):
+            raise RuntimeError("target out of range")
+    else:
+        target = apply(OPS["check_index"], target, size=c)
+    t = S.reshape(target, (n, 1))
+    z = E.clamp_min(margin - I.gather(x, 1, t) + x, 0)
+    z = E.where(arange(c) == t, 0.0, z if p == 1 else z * z)
+    if weight is not None:
+        z = z * S.unsqueeze(I.index_select(weight, 0, S.reshape(target, (n,))), 1)
+    loss = R.sum(z, 1) / c
+    return _reduce(S.reshape(loss, tuple(target.shape)), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Per sample, sum over its target classes y (target's leading entries up to the first -1) and the classes k not
+    among them of max(0, 1 - (x[y] - x[k])), over C."""
+    from ..creation import arange
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    x, n, c = _samples(input, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    _need_long(target)
+    if _known(target):
+        if target.numel() and (int(target.min()) < -1 or int(target.max()) >= c):
+            raise RuntimeError("argument #2 'target' is out of range")
+    else:
+        target = apply(OPS["check_index"], target + 1, size=c + 1) - 1
+    t = S.reshape(target, (n, c))
+    valid = R.cumprod((t >= 0).long(), 1) > 0                           # entries before the first -1
+    hit = (S.unsqueeze(t, 2) == arange(c)) & S.unsqueeze(valid, 2)      # (n, entry, class)
+    is_target = R.any(hit, 1)                                           # (n, class)
+    xt = I.gather(x, 1, E.where(valid, t, 0))                           # x[y] per entry
+    z = E.clamp_min(1 - S.unsqueeze(xt, 2) + S.unsqueeze(x, 1), 0)
+    z = E.where(S.unsqueeze(valid, 2) & ~S.unsqueeze(is_target, 1), z, 0.0)
+    loss = R.sum(z, (1, 2)) / c
+    return _reduce(S.reshape(loss, tuple(input.shape[:-1]) if input.ndim == 2 else ()), reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    """exp(input) - target * input (log_input), else input - target * log(input + eps); `full` adds Stirling's
+    target * log(target) - target + log(2 pi target) / 2 where target > 1."""
+    reduction = _valid_reduction(_legacy(size_average, reduce, reduction))
+    loss = E.exp(input) - target * input if log_input else input - target * E.log(input + eps)
+    if full:
+        stirling = target * E.log(target) - target + 0.5 * E.log(2 * math.pi * target)
+        loss = loss + E.where(target > 1, stirling, 0.0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """(log(var) + (input - target)**2 / var) / 2 (+ log(2 pi) / 2 when full). var is per element, or one short of
+    input's last dim, or broadcastable with one dim of size 1; it is clamped to eps without stopping its gradient."""
+    from .._tensor import Tensor
+    if not isinstance(var, Tensor):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        from ..creation import full as filled
+        var = filled(tuple(input.shape), float(var), dtype=input.dtype)
+    elif _known(var) and bool(R.any(var < 0)):
+        raise ValueError("var has negative entry/entries")
+    vs, xs = tuple(var.shape), tuple(input.shape)
+    if vs != xs:
+        if xs[:-1] == vs:
+            var = S.unsqueeze(var, -1)
+        elif not (len(vs) == len(xs) and sum(b for a, b in zip(xs, vs) if a != b) == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
+    var = var + (E.clamp_min(var, eps) - var).detach()     # clamped values, the gradient of the unclamped var
+    loss = 0.5 * (E.log(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
 # ----------------------------------------------------------------------------- convolution and pooling
 # 2-d primitives live in ops/conv.py (numba kernels); 1-d forms run them over a height-1 image.
 
