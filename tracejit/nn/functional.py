@@ -714,6 +714,33 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return _reduce(loss, reduction)
 
 
+# ----------------------------------------------------------------------------- gumbel-softmax
+
+def _gumbel_noise(logits):
+    """Standard Gumbel noise shaped like logits: -log(-log(U)), U uniform on [tiny, 1) so that both logs are
+    finite."""
+    from ..creation import rand_like
+    return -E.log(-E.log(E.clamp_min(rand_like(logits), float(np.finfo(logits.dtype.np).tiny))))
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """A sample of the Gumbel-softmax (concrete) relaxation of Categorical(logits): softmax((logits + g) / tau) with
+    g standard Gumbel noise. hard=True returns the one-hot argmax of that sample in the forward pass and the soft
+    sample's gradient in the backward pass (the straight-through estimator)."""
+    import warnings
+    from ..creation import arange
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    y_soft = softmax((logits + _gumbel_noise(logits)) / tau, dim)
+    if not hard:
+        return y_soft
+    d = dim % logits.ndim if logits.ndim else 0
+    n = logits.shape[d] if logits.ndim else 1
+    classes = S.reshape(arange(n), [-1 if i == d else 1 for i in range(logits.ndim)])
+    y_hard = (R.argmax(y_soft, d, keepdim=True) == classes).to(logits.dtype)
+    return y_hard - y_soft.detach() + y_soft
+
+
 # ----------------------------------------------------------------------------- convolution and pooling
 # 2-d primitives live in ops/conv.py (numba kernels); 1-d forms run them over a height-1 image.
 
