@@ -21,6 +21,20 @@ CONFIGS = [
     ("RMSprop", dict(lr=0.01)),
     ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.9, weight_decay=0.01)),
     ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.3, maximize=True)),
+    ("Adadelta", dict(lr=1.0)),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.05)),
+    ("Adamax", dict(lr=0.01)),
+    ("Adamax", dict(lr=0.02, betas=(0.8, 0.95), weight_decay=0.1, maximize=True)),
+    ("NAdam", dict(lr=0.01)),
+    ("NAdam", dict(lr=0.01, momentum_decay=0.05, weight_decay=0.1)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("RAdam", dict(lr=0.01)),                                   # 8 steps: the plain steps and the rectified ones
+    ("RAdam", dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Rprop", dict(lr=0.01)),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.08), maximize=True)),
 ]
 
 SHAPES = [(4, 3), (3,), (2, 2, 2)]
@@ -251,3 +265,27 @@ def test_float16_parameters_step_as_the_ops(name, kw):
         res.append(p.detach().numpy())
     assert res[0].dtype == np.float16
     np.testing.assert_array_equal(res[0], res[1])
+
+
+def test_adagrad_state_exists_before_the_first_step_and_a_traced_step_matches():
+    # PyTorch's Adagrad makes its state at construction: a state_dict saved before any step has it
+    ps = [tj.nn.Parameter(tj.ones(2, 2))]
+    sa = tj.optim.Adagrad(ps, lr=0.1, initial_accumulator_value=0.5).state_dict()
+    sb = torch.optim.Adagrad([torch.nn.Parameter(torch.ones(2, 2))], lr=0.1, initial_accumulator_value=0.5
+                             ).state_dict()
+    assert list(sa["state"][0]) == list(sb["state"][0]) == ["step", "sum"]
+    _close(sa["state"][0]["sum"], sb["state"][0]["sum"])
+    init, grads = _data()
+    eager, _ = _run(tj, "Adagrad", dict(lr=0.1, lr_decay=0.01), init, grads)
+    ps = [tj.nn.Parameter(tj.tensor(a.copy())) for a in init]
+    opt = tj.optim.Adagrad(ps, lr=0.1, lr_decay=0.01)
+
+    @tj.trace
+    def step(*gs):
+        for p, g in zip(ps, gs):
+            p.grad = g
+        opt.step()
+    for step_grads in grads:
+        step(*[tj.tensor(g) for g in step_grads])
+    for a, b in zip(ps, eager):
+        _close(a, b, 1e-6)

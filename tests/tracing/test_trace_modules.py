@@ -91,7 +91,12 @@ import pytest  # noqa: E402
     lambda p: torch.optim.Adam(p, lr=0.01),
     lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
     lambda p: torch.optim.RMSprop(p, lr=0.01),
-], ids=["sgd-nesterov", "adam", "adamw", "rmsprop"])
+    lambda p: torch.optim.Adadelta(p, lr=0.5, weight_decay=0.01),
+    lambda p: torch.optim.Adamax(p, lr=0.01),
+    lambda p: torch.optim.NAdam(p, lr=0.01),
+    lambda p: torch.optim.RAdam(p, lr=0.01),        # its plain steps, then (from step 6) the rectified one
+    lambda p: torch.optim.Rprop(p, lr=0.01),
+], ids=["sgd-nesterov", "adam", "adamw", "rmsprop", "adadelta", "adamax", "nadam", "radam", "rprop"])
 def test_whole_training_step_traced_from_the_first_step(make_opt, backend):
     (me, oe), (mt, ot) = _train_pair(make_opt)
     x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))

@@ -3,4 +3,5 @@ from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
 from .rmsprop import RMSprop
+from .adaptive import Adagrad, Adadelta, Adamax, NAdam, RAdam, Rprop
 from . import lr_scheduler
