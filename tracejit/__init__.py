@@ -217,3 +217,5 @@ def are_deterministic_algorithms_enabled():
 
 def is_deterministic_algorithms_warn_only_enabled():
     return _SWITCHES["deterministic_warn_only"]
+
+from . import linalg  # noqa: E402  (torch.linalg: tracejit/linalg.py; its ops: tracejit/ops/linalg.py)

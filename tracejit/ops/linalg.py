@@ -435,3 +435,489 @@ def einsum(equation, *operands):
         if x.dtype is not dt:
             raise RuntimeError(f"einsum(): operands must have the same dtype, got {dt.name} and {x.dtype.name}")
     return einsum_terms(terms, out, *operands)
+
+
+# ----------------------------------------------------------------------------- torch.linalg: factorizations
+# Each factorization is one op: numpy's LAPACK call for the value, a VJP written with registry ops (so it is
+# differentiable again, and the symbolic autodiff pass emits it as graph nodes). The functions of torch.linalg that
+# are products of these (solve_triangular, cholesky_solve, pinv's users, norms, matrix_power...) are compositions
+# in tracejit/linalg.py and need no derivative of their own. Public names here are PyTorch's top-level functions and
+# Tensor methods (inverse, det, ...): everything in this module without a leading underscore becomes both.
+import collections  # noqa: E402
+
+
+class _LinAlgError(RuntimeError):
+    """A matrix the factorization cannot handle (singular, not positive-definite): PyTorch's torch.linalg.LinAlgError,
+    a RuntimeError, so `except RuntimeError` still catches it."""
+
+
+_LinAlgError.__module__ = "tracejit.linalg"
+
+_slogdet_t = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+_qr_t = collections.namedtuple("qr", ["Q", "R"])
+_svd_t = collections.namedtuple("svd", ["U", "S", "V"])
+
+
+def _square_meta(name, A, square=True):
+    """PyTorch's checks of a linalg input: a float32/float64 batch of (square) matrices."""
+    if A.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got {_dtname(A.dtype)}")
+    if A.dtype is D.float16:
+        raise RuntimeError(f"{name}: Low precision dtypes not supported. Got Half")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {A.shape[-2]} by "
+                           f"{A.shape[-1]} matrices")
+
+
+def _meta_checked(meta, fn):
+    """An eager impl that applies the shape rule first (PyTorch's errors before numpy's)."""
+    def impl(*arrays, **attrs):
+        meta(*[AVal(a.shape, D._FROM_NP[a.dtype]) for a in arrays], **attrs)
+        return fn(*arrays, **attrs)
+    return impl
+
+
+def _zero_pivot(m):
+    """The 1-based position of the first zero pivot of m's LU factorization with partial pivoting (LAPACK's
+    getrf info), or 0: which diagonal element PyTorch names when a matrix is singular."""
+    m = np.array(m)
+    n = m.shape[0]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(m[k:, k])))
+        if m[p, k] == 0:
+            return k + 1
+        m[[k, p]] = m[[p, k]]
+        m[k + 1:] -= np.outer(m[k + 1:, k] / m[k, k], m[k])
+    return 0
+
+
+def _batch_prefix(shape, b):
+    return f"(Batch element {b}): " if len(shape) > 2 else ""
+
+
+def _singular(name, a, text):
+    """Raise PyTorch's LinAlgError for the first singular matrix of the batch a."""
+    flat = a.reshape((-1,) + a.shape[-2:])
+    for b, m in enumerate(flat):
+        k = _zero_pivot(m)
+        if k:
+            raise _LinAlgError(f"{name}: {_batch_prefix(a.shape, b)}" + text.format(k=k))
+    raise _LinAlgError(f"{name}: " + text.format(k="?"))
+
+
+def _mm(a, b):
+    return apply(OPS["matmul"], a, b)
+
+
+def _eye_like(x, n):
+    from ..creation import eye
+    return eye(n, dtype=x.dtype)
+
+
+# ---- inv: X = A^-1, dX = -X dA X, so gA = -X^T g X^T
+def _inv_np(a):
+    try:
+        return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        _singular("linalg.inv", a, "The diagonal element {k} is zero, the inversion could not be completed because "
+                                   "the input matrix is singular.")
+
+
+def _inv_meta(A):
+    _square_meta("linalg.inv", A)
+    return AVal(A.shape, A.dtype)
+
+
+def _inv_vjp(c, g):
+    xt = _mT(c.out)
+    return (-_mm(_mm(xt, g), xt),)
+
+
+defop("linalg_inv", _meta_checked(_inv_meta, _inv_np), _inv_meta, _inv_vjp, saves="o",
+      grad_name="LinalgInvExBackward0")
+
+
+# ---- solve: A X = B with B a batch of matrices (vectors are made columns by the caller); batch dims broadcast.
+# gB = A^-T g (another solve), gA = -gB X^T; the engine sums broadcast batch dims back.
+def _solve_meta(A, B):
+    _square_meta("linalg.solve", A)
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found A of type "
+                           f"{_dtname(A.dtype)} and B of type {_dtname(B.dtype)} instead")
+    if B.ndim < 2 or B.shape[-2] != A.shape[-1]:
+        rows, cols = (B.shape[-2], B.shape[-1]) if B.ndim >= 2 else (B.shape[-1] if B.ndim else 1, 1)
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation AX = B "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {rows}x{cols})")
+    return AVal(broadcast_shapes(A.shape[:-2], B.shape[:-2]) + B.shape[-2:], A.dtype)
+
+
+def _solve_np(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        _singular("torch.linalg.solve", np.broadcast_to(a, batch + a.shape[-2:]),
+                  "The solver failed because the input matrix is singular.")
+
+
+def _solve_vjp(c, g):
+    a, _ = c.inputs
+    gb = apply(OPS["linalg_solve"], _mT(a), g)
+    ga = -_mm(gb, _mT(c.out)) if c.edges[0] is not None else None
+    return ga, gb
+
+
+defop("linalg_solve", _meta_checked(_solve_meta, _solve_np), _solve_meta, _solve_vjp, saves="io",
+      grad_name="LinalgSolveExBackward0")
+
+
+# ---- det. Its gradient is the cofactor matrix g * adj(A)^T, computed from the SVD A = U S V^T as
+# det(U) det(V) U diag(prod_{j != i} s_j) V^T: unlike det(A) A^-T it is right for singular matrices too.
+def _det_meta(A):
+    _square_meta("linalg.det", A)
+    return AVal(A.shape[:-2], A.dtype)
+
+
+def _det_vjp(c, g):
+    from .elementwise import where
+    from .reduction import prod
+    from .shape_ops import unsqueeze
+    (a,) = c.inputs
+    u, s, vh = apply(OPS["linalg_svd"], a, full_matrices=False)
+    n = c.shapes[0][-1]
+    others = where(_eye_like(s, n) != 0, 1.0, unsqueeze(s, -2))
+    p = prod(others, -1)                        # p_i: the product of the singular values but the i-th
+    sign = apply(OPS["linalg_det"], u) * apply(OPS["linalg_det"], vh)
+    cof = _mm(u * unsqueeze(p, -2), vh)
+    return (cof * unsqueeze(unsqueeze(g * sign, -1), -1),)
+
+
+defop("linalg_det", _meta_checked(_det_meta, np.linalg.det), _det_meta, _det_vjp, saves="i",
+      grad_name="LinalgDetBackward0")
+
+
+# ---- slogdet: (sign, log|det|); only log|det| is differentiable: g A^-T
+def _slogdet_meta(A):
+    _square_meta("linalg.slogdet", A)
+    return AVal(A.shape[:-2], A.dtype), AVal(A.shape[:-2], A.dtype)
+
+
+def _slogdet_np(a):
+    sign, logabs = np.linalg.slogdet(a)
+    return np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)
+
+
+def _slogdet_vjp(c, gsign, glog):
+    from .shape_ops import unsqueeze
+    if glog is None:
+        return (None,)
+    (a,) = c.inputs
+    return (_mT(apply(OPS["linalg_inv"], a)) * unsqueeze(unsqueeze(glog, -1), -1),)
+
+
+defop("linalg_slogdet", _meta_checked(_slogdet_meta, _slogdet_np), _slogdet_meta, _slogdet_vjp, nout=2, saves="i",
+      grad_name="LinalgSlogdetBackward0")
+
+
+# ---- cholesky: A = L L^T. Murray's formula: gA = L^-T phi(L^T gL) L^-1, phi = lower triangle with half its
+# diagonal, then made symmetric (A is symmetric: only symmetric perturbations are meaningful)
+def _cholesky_meta(A, upper=False):
+    _square_meta("linalg.cholesky", A)
+    return AVal(A.shape, A.dtype)
+
+
+def _cholesky_np(a, upper=False):
+    try:
+        low = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        flat = a.reshape((-1,) + a.shape[-2:])
+        for b, m in enumerate(flat):
+            for k in range(1, m.shape[0] + 1):     # the order of the first leading minor that is not positive
+                try:
+                    np.linalg.cholesky(m[:k, :k])
+                except np.linalg.LinAlgError:
+                    raise _LinAlgError(f"linalg.cholesky: {_batch_prefix(a.shape, b)}The factorization could not be "
+                                       f"completed because the input is not positive-definite (the leading minor of "
+                                       f"order {k} is not positive-definite).") from None
+        raise
+    return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
+
+
+def _cholesky_vjp(c, g):
+    from .shape_ops import tril
+    low, gl = c.out, g
+    if c.attrs.get("upper", False):
+        low, gl = _mT(low), _mT(g)
+    n = c.shapes[0][-1]
+    p = tril(_mm(_mT(low), gl)) * (1 - 0.5 * _eye_like(low, n))
+    x = apply(OPS["linalg_solve"], _mT(low), p)                  # L^-T phi
+    ga = _mT(apply(OPS["linalg_solve"], _mT(low), _mT(x)))        # (L^-T phi) L^-1
+    return (0.5 * (ga + _mT(ga)),)
+
+
+defop("linalg_cholesky", _meta_checked(_cholesky_meta, _cholesky_np), _cholesky_meta, _cholesky_vjp, saves="o",
+      grad_name="LinalgCholeskyExBackward0")
+
+
+# ---- qr: mode 'reduced' (Q m x k, R k x n), 'complete' (Q m x m, R m x n) or 'r' (Q empty)
+def _qr_meta(A, mode="reduced"):
+    _square_meta("linalg.qr", A, square=False)
+    m, n = A.shape[-2:]
+    k = m if mode == "complete" else min(m, n)
+    b = A.shape[:-2]
+    q = AVal((0,), A.dtype) if mode == "r" else AVal(b + (m, k), A.dtype)
+    return q, AVal(b + (k, n), A.dtype)
+
+
+def _qr_np(a, mode="reduced"):
+    if mode == "r":
+        return np.zeros((0,), a.dtype), np.linalg.qr(a, mode="r")
+    return tuple(np.linalg.qr(a, mode=mode))
+
+
+def _qr_square_vjp(q, r, gq, gr):
+    """gA for A = QR with R square (m >= n): (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q, where copyltu(M) is
+    the symmetric matrix with M's lower triangle."""
+    from .shape_ops import tril
+    m = _mm(r, _mT(gr)) - _mm(_mT(gq), q)
+    low = tril(m, -1)
+    b = gq + _mm(q, low + _mT(low) + m * _eye_like(m, m.shape[-1]))
+    return _mT(apply(OPS["linalg_solve"], r, _mT(b)))
+
+
+def _qr_vjp(c, gq, gr):
+    from ..creation import zeros
+    from .shape_ops import cat, narrow
+    mode = c.attrs.get("mode", "reduced")
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. Please use "
+                           "linalg.qr(A, mode='reduced') if you are going to differentiate through linalg.qr.")
+    m, n = c.shapes[0][-2:]
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    q, r = c.out
+    gq = zeros(tuple(q.shape), dtype=q.dtype) if gq is None else gq
+    gr = zeros(tuple(r.shape), dtype=r.dtype) if gr is None else gr
+    if m >= n:
+        return (_qr_square_vjp(q, r, gq, gr),)
+    # A = [X | Y] with X = Q R1 square and Y = Q R2: R2's gradient reaches Y through Q, and Q's through Y
+    (a,) = c.inputs
+    y, gr2 = narrow(a, -1, m, n - m), narrow(gr, -1, m, n - m)
+    gx = _qr_square_vjp(q, narrow(r, -1, 0, m), gq + _mm(y, _mT(gr2)), narrow(gr, -1, 0, m))
+    return (cat([gx, _mm(q, gr2)], -1),)
+
+
+defop("linalg_qr", _meta_checked(_qr_meta, _qr_np), _qr_meta, _qr_vjp, nout=2, saves="io",
+      grad_name="LinalgQrBackward0")
+
+
+# ---- eigh: ascending eigenvalues L and orthonormal eigenvectors V of a symmetric matrix (one triangle read).
+# gA = V (diag(gL) + skew(V^T gV) / E) V^T with E_ij = L_j - L_i: equal eigenvalues give inf, as in PyTorch.
+def _eigh_meta(A, UPLO="L"):
+    _square_meta("linalg.eigh", A)
+    return AVal(A.shape[:-1], A.dtype), AVal(A.shape, A.dtype)
+
+
+def _eigh_np(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    return w, v
+
+
+def _eigh_vjp(c, gl, gv):
+    from .shape_ops import unsqueeze, diag_embed
+    lam, v = c.out
+    n = c.shapes[0][-1]
+    ret = None
+    if gv is not None:
+        x = _mm(_mT(v), gv)
+        e = unsqueeze(lam, -2) - unsqueeze(lam, -1) + _eye_like(lam, n)
+        ret = 0.5 * (x - _mT(x)) / e
+    if gl is not None:
+        ret = diag_embed(gl) if ret is None else ret + diag_embed(gl)
+    return (_mm(_mm(v, ret), _mT(v)),)
+
+
+defop("linalg_eigh", _meta_checked(_eigh_meta, _eigh_np), _eigh_meta, _eigh_vjp, nout=2, saves="o",
+      grad_name="LinalgEighBackward0")
+
+
+# ---- svd: A = U diag(S) Vh. PyTorch's formula; with full_matrices only the first min(m, n) singular vectors
+# carry a gradient (the others are not unique). The loss must not depend on the signs of the singular vectors
+# (the gauge): for a loss that does, the gradient is that of some loss that does not.
+def _svd_meta(A, full_matrices=True):
+    _square_meta("linalg.svd", A, square=False)
+    m, n = A.shape[-2:]
+    k = min(m, n)
+    b = A.shape[:-2]
+    if full_matrices:
+        return AVal(b + (m, m), A.dtype), AVal(b + (k,), A.dtype), AVal(b + (n, n), A.dtype)
+    return AVal(b + (m, k), A.dtype), AVal(b + (k,), A.dtype), AVal(b + (k, n), A.dtype)
+
+
+def _svd_np(a, full_matrices=True):
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+    return u, s, vh
+
+
+def _svd_vjp(c, gu, gs, gvh):
+    from .shape_ops import narrow, unsqueeze, diag_embed
+    u, s, vh = c.out
+    m, n = c.shapes[0][-2:]
+    k = min(m, n)
+    if c.attrs.get("full_matrices", True):
+        u, vh = narrow(u, -1, 0, k), narrow(vh, -2, 0, k)
+        gu = None if gu is None else narrow(gu, -1, 0, k)
+        gvh = None if gvh is None else narrow(gvh, -2, 0, k)
+    if gu is None and gvh is None:
+        return (_mm(u * unsqueeze(gs, -2), vh),)
+    s2 = s * s
+    e = unsqueeze(s2, -2) - unsqueeze(s2, -1) + _eye_like(s, k)
+    ret = 0
+    if gu is not None:
+        x = _mm(_mT(u), gu)
+        ret = (x - _mT(x)) * unsqueeze(s, -2)
+    if gvh is not None:
+        x = _mm(vh, _mT(gvh))
+        ret = ret + unsqueeze(s, -1) * (x - _mT(x))
+    ret = ret / e
+    if gs is not None:
+        ret = ret + diag_embed(gs)
+    if m > n and gu is not None:            # U's columns outside A's column space: (I - U U^T) gU S^-1
+        ga = _mm(u, ret)
+        gus = gu / unsqueeze(s, -2)
+        ga = ga + gus - _mm(u, _mm(_mT(u), gus))
+        return (_mm(ga, vh),)
+    if m < n and gvh is not None:           # and Vh's rows outside its row space
+        ga = _mm(ret, vh)
+        sgv = gvh / unsqueeze(s, -1)
+        ga = ga + sgv - _mm(_mm(sgv, _mT(vh)), vh)
+        return (_mm(u, ga),)
+    return (_mm(_mm(u, ret), vh),)
+
+
+defop("linalg_svd", _meta_checked(_svd_meta, _svd_np), _svd_meta, _svd_vjp, nout=3, saves="o",
+      grad_name="LinalgSvdBackward0")
+
+
+# ---- pinv: the pseudo-inverse, singular values at most max(atol, rtol * largest) taken as zero. Its gradient
+# (for a locally constant rank): -X^T g X^T + (I - A X) g^T X X^T + X^T X g^T (I - X A)
+def _pinv_meta(A, atol=0.0, rtol=None, hermitian=False):
+    _square_meta("linalg.pinv", A, square=hermitian)
+    return AVal(A.shape[:-2] + (A.shape[-1], A.shape[-2]), A.dtype)
+
+
+def _pinv_np(a, atol=0.0, rtol=None, hermitian=False):
+    if rtol is None:
+        rtol = 0.0 if atol > 0 else np.finfo(a.dtype).eps * max(a.shape[-2:])
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        aw = np.abs(w)
+        cut = np.maximum(atol, rtol * aw.max(-1, keepdims=True, initial=0))
+        inv = np.divide(1, w, out=np.zeros_like(w), where=aw > cut)
+        return np.matmul(v * inv[..., None, :], np.swapaxes(v, -1, -2))
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    cut = np.maximum(atol, rtol * s.max(-1, keepdims=True, initial=0))
+    inv = np.divide(1, s, out=np.zeros_like(s), where=s > cut)
+    return np.matmul(np.swapaxes(vh, -1, -2) * inv[..., None, :], np.swapaxes(u, -1, -2))
+
+
+def _pinv_vjp(c, g):
+    (a,) = c.inputs
+    x = c.out
+    m, n = c.shapes[0][-2:]
+    xt, gt = _mT(x), _mT(g)
+    ga = -_mm(_mm(xt, g), xt)
+    ga = ga + _mm(_mm(_eye_like(a, m) - _mm(a, x), gt), _mm(x, xt))
+    return (ga + _mm(_mm(xt, x), _mm(gt, _eye_like(a, n) - _mm(x, a))),)
+
+
+defop("linalg_pinv", _meta_checked(_pinv_meta, _pinv_np), _pinv_meta, _pinv_vjp, saves="io",
+      grad_name="LinalgPinvBackward0")
+
+
+# ----------------------------------------------------------------------------- PyTorch's top-level names
+
+def _tensor_arg(fn, x, name="input"):
+    from .._tensor import Tensor
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' (position 1) must be Tensor, not {type(x).__name__}")
+
+
+def inverse(input):
+    _tensor_arg("inverse", input)
+    return apply(OPS["linalg_inv"], input)
+
+
+def det(input):
+    _tensor_arg("det", input)
+    return apply(OPS["linalg_det"], input)
+
+
+def slogdet(input):
+    _tensor_arg("slogdet", input)
+    return _slogdet_t(*apply(OPS["linalg_slogdet"], input))
+
+
+def logdet(input):
+    """log(det(A)): nan where det < 0, -inf where it is 0 (log of slogdet's sign added to log|det|)."""
+    from .elementwise import log
+    sign, logabs = slogdet(input)
+    return logabs + log(sign.detach())
+
+
+def cholesky(input, upper=False):
+    _tensor_arg("cholesky", input)
+    return apply(OPS["linalg_cholesky"], input, upper=bool(upper))
+
+
+def cholesky_solve(input, input2, upper=False):
+    """X with A X = B (input) where A = L L^T and L = input2 (or U^T U with upper=True): two triangular solves."""
+    from .. import linalg
+    a = _mT(input2) if upper else input2
+    return linalg.solve_triangular(_mT(a), linalg.solve_triangular(a, input, upper=False), upper=True)
+
+
+def cholesky_inverse(input, upper=False):
+    from ..creation import eye
+    return cholesky_solve(eye(input.shape[-1], dtype=input.dtype), input, upper)
+
+
+def matrix_power(input, n):
+    from .. import linalg
+    return linalg.matrix_power(input, n)
+
+
+def pinverse(input, rcond=1e-15):
+    return apply(OPS["linalg_pinv"], input, atol=0.0, rtol=float(rcond), hermitian=False)
+
+
+def qr(input, some=True):
+    return _qr_t(*apply(OPS["linalg_qr"], input, mode="reduced" if some else "complete"))
+
+
+def svd(input, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with V = Vh^T; compute_uv=False gives zero-filled U (m x m) and V (n x n)."""
+    from ..creation import zeros
+    if not compute_uv:
+        from .. import linalg
+        m, n = input.shape[-2:]
+        b = tuple(input.shape[:-2])
+        return _svd_t(zeros(b + (m, m), dtype=input.dtype), linalg.svdvals(input),
+                      zeros(b + (n, n), dtype=input.dtype))
+    u, s, vh = apply(OPS["linalg_svd"], input, full_matrices=not some)
+    return _svd_t(u, s, _mT(vh))
+
+
+def cross(input, other, dim=None):
+    """torch.cross: dim=None takes the first dim of size 3 (with PyTorch's deprecation warning)."""
+    from .. import linalg
+    if dim is None:
+        import warnings
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the dim "
+                      "explicitly or simply use torch.linalg.cross.\nThe default value of dim will change to agree "
+                      "with that of linalg.cross in a future release.", UserWarning, stacklevel=2)
+        shape = broadcast_shapes(input.shape, other.shape)
+        dim = next((i for i, s in enumerate(shape) if s == 3), -1)
+    return linalg.cross(input, other, dim=dim)
