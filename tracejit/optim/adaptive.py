@@ -202,4 +202,3 @@ class Rprop(_Adaptive):
         grad = E.where(s < 0, 0.0, grad).to(p.dtype)
         p.addcmul_(grad.sign(), state["step_size"], value=-1)
         state["prev"].copy_(grad)
-
