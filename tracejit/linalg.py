@@ -16,7 +16,8 @@ from .ops import linalg as _L
 from .ops import reduction as _R
 from .ops import shape_ops as _S
 from .ops.registry import apply as _apply, OPS as _OPS, norm_dim as _norm_dim
-from .ops.linalg import matmul, _mT, _square_meta, _LinAlgError as LinAlgError
+from ._dtype import bool_ as _bool, int32 as _int32, int64 as _int64
+from .ops.linalg import matmul, _mT, _LinAlgError as LinAlgError
 
 __all__ = ["LinAlgError", "inv", "solve", "solve_triangular", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh",
            "svd", "svdvals", "pinv", "matrix_norm", "norm", "vector_norm", "cross", "multi_dot", "matrix_power",
@@ -37,7 +38,7 @@ def inv(A):
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): eager info is 0; a singular matrix raises LinAlgError whatever check_errors says."""
     from .creation import zeros
-    return ex_t(inv(A), zeros(tuple(A.shape[:-2]), dtype="int32"))
+    return ex_t(inv(A), zeros(tuple(A.shape[:-2]), dtype=_int32))
 
 
 def _is_vector_rhs(A, B):
@@ -61,7 +62,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     from .creation import eye
     t = _S.triu(A) if upper else _S.tril(A)
     if unitriangular:
-        t = where(eye(A.shape[-1], dtype="bool"), 1.0, t)
+        t = where(eye(A.shape[-1], dtype=_bool), 1.0, t)
     return solve(t, B, left=left)
 
 
@@ -80,7 +81,7 @@ def cholesky(A, *, upper=False):
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): eager info is 0; a matrix that is not positive-definite raises LinAlgError."""
     from .creation import zeros
-    return ex_t(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype="int32"))
+    return ex_t(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=_int32))
 
 
 def qr(A, mode="reduced"):
@@ -125,7 +126,7 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if isinstance(ord, str):
-        raise TypeError(f"linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
+        raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
     if dtype is not None:
         x = x.to(dtype)
     return _R.vector_norm(x, ord, dim, keepdim)
@@ -245,7 +246,7 @@ def matrix_power(A, n):
     if n == 0:      # the identity, still a function of A (zero gradient, whatever A's values) as in PyTorch
         from .creation import eye
         from .ops.elementwise import where
-        return where(eye(1, dtype="bool"), eye(A.shape[-1], dtype=A.dtype), A)
+        return where(eye(1, dtype=_bool), eye(A.shape[-1], dtype=A.dtype), A)
     if n < 0:
         A, n = inv(A), -n
     out = None
@@ -264,20 +265,20 @@ def lstsq(A, B, rcond=None, *, driver=None):
     'gelss'; residuals are always empty."""
     from .creation import empty
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
-        raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
     vector = B.ndim == A.ndim - 1
     b = _S.unsqueeze(B, -1) if vector else B
     if b.shape[-2] != A.shape[-2]:
-        raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+        raise RuntimeError("torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
     m, n = A.shape[-2:]
     rtol = float(np.finfo(A.dtype.np).eps) * builtins.max(m, n) if rcond is None or rcond < 0 else float(rcond)
     x = matmul(pinv(A, rtol=rtol), b)
     if vector:
         x = x.squeeze(-1)
     s = svdvals(A.detach())
-    rank = empty(0, dtype="int64") if driver == "gels" else \
+    rank = empty(0, dtype=_int64) if driver == "gels" else \
         _R.sum(s > _R.amax(s, -1, keepdim=True) * rtol, -1)
     sv = s if driver in ("gelsd", "gelss") else empty(0, dtype=A.dtype)
     return lstsq_t(x, empty(0, dtype=A.dtype), rank, sv)
