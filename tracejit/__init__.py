@@ -219,3 +219,4 @@ def is_deterministic_algorithms_warn_only_enabled():
     return _SWITCHES["deterministic_warn_only"]
 
 from . import linalg  # noqa: E402  (torch.linalg: tracejit/linalg.py; its ops: tracejit/ops/linalg.py)
+from . import jit  # noqa: E402  (torch.jit: tracejit/jit.py)
