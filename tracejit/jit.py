@@ -6,9 +6,9 @@ function, so a later call with other shapes or a changed training mode traces ag
 replaying the first path. `jit.script` compiles the same way (tracejit traces; it has no TorchScript compiler
 for Python source): the results are the function's, its data-dependent branches followed per call signature.
 A module comes back as a `ScriptModule` holding the module's own parameters, buffers and submodules (the same
-state_dict names), whose calls run traced. The decorators and queries model code sprinkles (`ignore`, `unused`, `export`,
-`is_scripting`, `annotate`, `Final`) behave as they do in eager PyTorch. There is no TorchScript archive:
-`jit.save`/`jit.load` raise.
+state_dict names), whose calls run traced. The decorators and queries model code sprinkles (`ignore`, `unused`,
+`export`, `is_scripting`, `annotate`, `Final`) behave as they do in eager PyTorch. There is no TorchScript
+archive: `jit.save`/`jit.load` raise.
 """
 import typing
 
