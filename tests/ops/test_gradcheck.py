@@ -159,6 +159,18 @@ CASES = {
                    [N(2, 2, 3), N(3), N(3)]),
     "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0) ** 2, [N(3), N(2, 4), N(4, 3)]),
     "mv": (lambda a, v: tj.mv(a, v) ** 2, [N(3, 4), N(4)]),
+    # decompositions (tests/ops/test_linalg_decompositions.py checks more shapes and modes): symmetric inputs where
+    # the op reads one triangle, squared eigen/singular vectors (their signs are arbitrary)
+    "linalg_inv": (lambda a: tj.linalg.inv(a), [C(_rng.standard_normal((2, 3, 3)) + 2 * np.eye(3))]),
+    "linalg_solve": (lambda a, b: tj.linalg.solve(a, b), [C(_rng.standard_normal((3, 3)) + 2 * np.eye(3)), N(3, 2)]),
+    "linalg_det": (lambda a: tj.linalg.det(a), [N(2, 3, 3)]),
+    "linalg_slogdet": (lambda a: tj.linalg.slogdet(a).logabsdet, [N(3, 3)]),
+    "linalg_cholesky": (lambda a: tj.linalg.cholesky(a @ a.mT + 3 * tj.eye(3, dtype=tj.float64)), [N(3, 3)]),
+    "linalg_qr": (lambda a: (lambda r: (r.Q, r.R))(tj.linalg.qr(a)), [N(4, 3)]),
+    "linalg_eigh": (lambda a: (lambda r: (r.eigenvalues, r.eigenvectors ** 2))(tj.linalg.eigh(a + a.mT)), [N(3, 3)]),
+    "linalg_svd": (lambda a: (lambda r: (r.U ** 2, r.S, r.Vh ** 2))(tj.linalg.svd(a, full_matrices=False)),
+                   [N(4, 3)]),
+    "linalg_pinv": (lambda a: tj.linalg.pinv(a), [N(3, 2)]),
     "dot": (lambda a, b: tj.dot(a, b) ** 2, [N(4), N(4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [N(1, 2, 5, 4)]),

@@ -155,6 +155,74 @@ POSITIVE_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "log1p
                  "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "reciprocal": lambda x: 1 / x}
 UNIT_MATH = {"asin": math.asin, "acos": math.acos, "tan": math.tan}
 
+
+# ----------------------------------------------------------------------------- linear algebra by hand
+_SQ = _rng.standard_normal((3, 3)) + 2 * np.eye(3)
+_SPD = (lambda m: m @ m.T + np.eye(3))(_rng.standard_normal((3, 3)))
+_SYM2 = np.array([[2.0, 0.7], [0.7, -1.0]])
+
+
+def _det3(a):
+    return math.fsum([a[0, 0] * a[1, 1] * a[2, 2], a[0, 1] * a[1, 2] * a[2, 0], a[0, 2] * a[1, 0] * a[2, 1],
+                      -a[0, 2] * a[1, 1] * a[2, 0], -a[0, 0] * a[1, 2] * a[2, 1], -a[0, 1] * a[1, 0] * a[2, 2]])
+
+
+def _adjugate3(a):
+    """The transposed cofactor matrix: inv(a) = adj(a) / det(a)."""
+    def cof(i, j):
+        r, c = [k for k in range(3) if k != i], [k for k in range(3) if k != j]
+        return (-1) ** (i + j) * (a[r[0], c[0]] * a[r[1], c[1]] - a[r[0], c[1]] * a[r[1], c[0]])
+    return np.array([[cof(j, i) for j in range(3)] for i in range(3)])
+
+
+def _cholesky(a):
+    """Cholesky-Banachiewicz, row by row."""
+    n = len(a)
+    L = np.zeros_like(a)
+    for i in range(n):
+        for j in range(i + 1):
+            s = a[i, j] - math.fsum(L[i, k] * L[j, k] for k in range(j))
+            L[i, j] = math.sqrt(s) if i == j else s / L[j, j]
+    return L
+
+
+def _gram_schmidt_r(a):
+    """R of a = QR by modified Gram-Schmidt (R's rows may differ from LAPACK's by a sign)."""
+    q, n = a.astype(float).copy(), a.shape[1]
+    r = np.zeros((n, n))
+    for j in range(n):
+        for k in range(j):
+            r[k, j] = math.fsum(q[:, k] * q[:, j])
+            q[:, j] -= r[k, j] * q[:, k]
+        r[j, j] = math.sqrt(math.fsum(q[:, j] ** 2))
+        q[:, j] /= r[j, j]
+    return r
+
+
+def _eigvecs2_squared(a):
+    """Squared components of a symmetric 2x2's unit eigenvectors, eigenvalues ascending (closed form)."""
+    m, d = (a[0, 0] + a[1, 1]) / 2, math.hypot((a[0, 0] - a[1, 1]) / 2, a[0, 1])
+    cols = []
+    for lam in (m - d, m + d):
+        v = np.array([a[0, 1], lam - a[0, 0]])
+        cols.append(v * v / math.fsum(v * v))
+    return np.array(cols).T
+
+
+def _singular2(a):
+    """Singular values of a 2x2: square roots of the eigenvalues of a^T a (closed form), descending."""
+    g = a.T @ a
+    m, d = (g[0, 0] + g[1, 1]) / 2, math.hypot((g[0, 0] - g[1, 1]) / 2, g[0, 1])
+    return np.array([math.sqrt(m + d), math.sqrt(m - d)])
+
+
+def _pinv_tall2(a):
+    """(a^T a)^-1 a^T for a full-column-rank (n, 2) matrix, the 2x2 inverse written out."""
+    g = np.array([[math.fsum(a[:, i] * a[:, j]) for j in range(2)] for i in range(2)])
+    det = g[0, 0] * g[1, 1] - g[0, 1] * g[1, 0]
+    ginv = np.array([[g[1, 1], -g[0, 1]], [-g[1, 0], g[0, 0]]]) / det
+    return ginv @ a.T
+
 CASES = {}
 for _n, _f in UNARY_MATH.items():
     CASES[_n] = (getattr(tj, _n, None) or getattr(F, _n), [N], V(_f))
@@ -281,6 +349,18 @@ CASES.update({
                                         for i in range(3)])),
     "einsum": (lambda a, b: tj.einsum("ij,kj->ik", a, b), [N, N2],
                lambda a, b: np.array([[math.fsum(a[i] * b[k]) for k in range(3)] for i in range(3)])),
+    # decompositions, against closed forms (2x2, 3x3) and textbook algorithms; sign-free quantities where LAPACK's
+    # signs are a convention (|R|, squared eigenvectors)
+    "linalg_det": (lambda a: tj.linalg.det(a), [_SQ], lambda a: np.array(_det3(a))),
+    "linalg_slogdet": (lambda a: tj.linalg.slogdet(a).logabsdet, [_SQ], lambda a: np.array(math.log(abs(_det3(a))))),
+    "linalg_inv": (lambda a: tj.linalg.inv(a), [_SQ], lambda a: _adjugate3(a) / _det3(a)),
+    "linalg_solve": (lambda a, b: tj.linalg.solve(a, b), [_SQ, ROW[:3].copy()], lambda a, b: np.array(
+        [_det3(np.column_stack([b if k == j else a[:, k] for k in range(3)])) / _det3(a) for j in range(3)])),
+    "linalg_cholesky": (lambda a: tj.linalg.cholesky(a), [_SPD], lambda a: _cholesky(a)),
+    "linalg_qr": (lambda a: tj.linalg.qr(a).R.abs(), [N[:, :3].copy()], lambda a: np.abs(_gram_schmidt_r(a))),
+    "linalg_eigh": (lambda a: tj.linalg.eigh(a).eigenvectors ** 2, [_SYM2], lambda a: _eigvecs2_squared(a)),
+    "linalg_svd": (lambda a: tj.linalg.svd(a).S, [_SQ[:2, :2].copy()], lambda a: _singular2(a)),
+    "linalg_pinv": (lambda a: tj.linalg.pinv(a), [N[:, :2].copy()], lambda a: _pinv_tall2(a)),
     # nn
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [
         _rng.standard_normal((2, 2, 5, 5)), _rng.standard_normal((3, 2, 3, 3)), _rng.standard_normal(3)],
