@@ -14,7 +14,10 @@ RNG = np.random.default_rng(0)
 
 
 def _torch():
-    return pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
+    # torch.compile turns PyTorch's argument validation off for the whole process (another test may have run it)
+    torch.distributions.Distribution.set_default_validate_args(True)
+    return torch
 
 
 def _close(a, b, tol=1e-10):
