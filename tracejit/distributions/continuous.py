@@ -9,8 +9,8 @@ from .distribution import Distribution
 from .utils import broadcast_all, finfo
 
 
-
-class Normal(Distribution):
+class _LocScale(Distribution):
+    """A distribution of a location and a positive scale, broadcast together."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -22,6 +22,9 @@ class Normal(Distribution):
 
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)
+
+
+class Normal(_LocScale):
     stddev = property(lambda self: self.scale)
     variance = property(lambda self: self.scale ** 2)
 
@@ -47,16 +50,9 @@ class Normal(Distribution):
         return 0.5 + 0.5 * math.log(2 * math.pi) + tj.log(self.scale)
 
 
-class LogNormal(Distribution):
+class LogNormal(_LocScale):
     """exp(X) for X ~ Normal(loc, scale) (PyTorch's TransformedDistribution of a Normal by exp, written out)."""
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.positive
-    has_rsample = True
-    _params = {"loc": 0, "scale": 0}
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.size(), validate_args=validate_args)
 
     @property
     def base_dist(self):
@@ -131,18 +127,7 @@ class Uniform(Distribution):
         return tj.log(self.high - self.low)
 
 
-class Laplace(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-    _params = {"loc": 0, "scale": 0}
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(self.loc.size(), validate_args=validate_args)
-
-    mean = property(lambda self: self.loc)
-    mode = property(lambda self: self.loc)
+class Laplace(_LocScale):
     stddev = property(lambda self: math.sqrt(2) * self.scale)
     variance = property(lambda self: 2 * self.scale ** 2)
 
