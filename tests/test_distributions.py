@@ -36,7 +36,7 @@ def _probs(*shape):
 # (name, parameters (arrays, given as keyword arguments), a value inside the support, what to compare)
 CASES = [
     ("Normal", dict(loc=RNG.standard_normal((3, 2)), scale=_pos(3, 2)), RNG.standard_normal((4, 3, 2)),
-     ["log_prob", "cdf", "entropy", "mean", "mode", "variance", "stddev"]),
+     ["log_prob", "cdf", "icdf", "entropy", "mean", "mode", "variance", "stddev"]),
     ("Normal", dict(loc=RNG.standard_normal(3), scale=_pos(1)), RNG.standard_normal((2, 1)),
      ["log_prob", "cdf", "entropy", "variance"]),
     ("LogNormal", dict(loc=RNG.standard_normal(4), scale=_pos(4)), _pos(5, 4) * 3,

@@ -221,3 +221,4 @@ def is_deterministic_algorithms_warn_only_enabled():
 from . import linalg  # noqa: E402  (torch.linalg: tracejit/linalg.py; its ops: tracejit/ops/linalg.py)
 from . import jit  # noqa: E402  (torch.jit: tracejit/jit.py)
 from . import distributions  # noqa: E402  (torch.distributions: tracejit/distributions/)
+from . import special  # noqa: E402  (torch.special: tracejit/special.py)

@@ -159,6 +159,7 @@ CASES = {
                    [N(2, 2, 3), N(3), N(3)]),
     "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0) ** 2, [N(3), N(2, 4), N(4, 3)]),
     "mv": (lambda a, v: tj.mv(a, v) ** 2, [N(3, 4), N(4)]),
+    "erfinv": (lambda x: x.erfinv(), [U(3, 2)]),
     # decompositions (tests/ops/test_linalg_decompositions.py checks more shapes and modes): symmetric inputs where
     # the op reads one triangle, squared eigen/singular vectors (their signs are arbitrary)
     "linalg_inv": (lambda a: tj.linalg.inv(a), [C(_rng.standard_normal((2, 3, 3)) + 2 * np.eye(3))]),

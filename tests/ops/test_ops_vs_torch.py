@@ -200,6 +200,7 @@ UNARY = [
     ("softplus_beta", lambda x: L.nn.functional.softplus(x * 10, beta=2.0, threshold=5.0), R),
     ("elu", lambda x: L.nn.functional.elu(x), R), ("elu_alpha", lambda x: L.nn.functional.elu(x, alpha=0.5), R),
     ("leaky_relu", lambda x: L.nn.functional.leaky_relu(x, 0.2), R), ("erf", lambda x: x.erf(), R),
+    ("erfinv", lambda x: (x * 0.7).tanh().erfinv(), R),
     ("reciprocal", lambda x: x.reciprocal(), P), ("sign", lambda x: x.sign(), R),
     ("floor", lambda x: (x * 3).floor(), R), ("ceil", lambda x: (x * 3).ceil(), R),
     ("round", lambda x: (x * 3).round(), R), ("round_dec", lambda x: (x * 30).round(decimals=1), R),

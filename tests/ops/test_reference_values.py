@@ -156,6 +156,20 @@ POSITIVE_MATH = {"log": math.log, "log2": math.log2, "log10": math.log10, "log1p
 UNIT_MATH = {"asin": math.asin, "acos": math.acos, "tan": math.tan}
 
 
+def _erfinv_bisect(y):
+    if abs(y) > 1:
+        return math.nan
+    if abs(y) == 1:
+        return math.copysign(math.inf, y)
+    lo, hi = -6.0, 6.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        lo, hi = (mid, hi) if math.erf(mid) < y else (lo, mid)
+    return lo if abs(math.erf(lo) - y) <= abs(math.erf(hi) - y) else hi
+
+
 # ----------------------------------------------------------------------------- linear algebra by hand
 _SQ = _rng.standard_normal((3, 3)) + 2 * np.eye(3)
 _SPD = (lambda m: m @ m.T + np.eye(3))(_rng.standard_normal((3, 3)))
@@ -349,6 +363,10 @@ CASES.update({
                                         for i in range(3)])),
     "einsum": (lambda a, b: tj.einsum("ij,kj->ik", a, b), [N, N2],
                lambda a, b: np.array([[math.fsum(a[i] * b[k]) for k in range(3)] for i in range(3)])),
+    # erfinv by bisection on math.erf, at -1, 1 and beyond them (closer to +-1 than 0.9999 neither is this exact:
+    # erf's rounding there moves the inverse by more than 1e-12 relative)
+    "erfinv": (lambda x: tj.erfinv(x), [np.array([-1.0, -0.9999, -0.7, -1e-3, 0.0, 2e-9, 0.3, 0.99, 1.0, 1.5])],
+               lambda x: np.array([_erfinv_bisect(v) for v in x])),
     # decompositions, against closed forms (2x2, 3x3) and textbook algorithms; sign-free quantities where LAPACK's
     # signs are a convention (|R|, squared eigenvectors)
     "linalg_det": (lambda a: tj.linalg.det(a), [_SQ], lambda a: np.array(_det3(a))),

@@ -79,6 +79,7 @@ CASES = {
     "matmul": (lambda a, b: a @ b, [N(2, 3, 4), N(4, 5)]),
     "einsum": (lambda a, b: torch.einsum("bij,jk->bik", a, b), [N(2, 3, 4), N(4, 5)]),
     "mv": (lambda a, v: torch.mv(a, v) + a @ v.exp(), [N(3, 4), N(4)]),
+    "erfinv": (lambda x: torch.erfinv(x) * 2, [U(3, 4)]),
     "linalg_inv": (lambda a: torch.linalg.inv(a + 3 * torch.eye(3)), [N(2, 3, 3)]),
     "linalg_solve": (lambda a, b: torch.linalg.solve(a + 3 * torch.eye(3), b), [N(3, 3), N(3, 2)]),
     "linalg_det": (lambda a: torch.linalg.det(a) * 2, [N(2, 3, 3)]),

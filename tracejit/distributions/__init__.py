@@ -3,7 +3,7 @@
 Normal, LogNormal, Uniform, Laplace, Exponential (reparameterized: rsample carries gradients to the parameters),
 Bernoulli, Categorical, OneHotCategorical, Independent, MixtureSameFamily; kl_divergence with register_kl.
 Not provided: distributions whose sampling or densities need special functions tracejit has no op for (Gamma, Beta,
-Dirichlet, Poisson, StudentT...), Normal.icdf (erfinv), TransformedDistribution and transforms."""
+Dirichlet, Poisson, StudentT...), TransformedDistribution and transforms."""
 from . import constraints
 from .distribution import Distribution
 from .continuous import Normal, LogNormal, Uniform, Laplace, Exponential

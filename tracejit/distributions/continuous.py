@@ -44,7 +44,7 @@ class Normal(_LocScale):
         return 0.5 * (1 + tj.erf((value - self.loc) / self.scale / math.sqrt(2)))
 
     def icdf(self, value):
-        raise NotImplementedError("Normal.icdf needs erfinv, which tracejit has no op for")
+        return self.loc + self.scale * tj.erfinv(2 * value - 1) * math.sqrt(2)
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + tj.log(self.scale)

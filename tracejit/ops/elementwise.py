@@ -208,6 +208,11 @@ def _erf_np(x):
     return erf(x)
 
 
+def _erfinv_np(x):
+    from .._special import erfinv
+    return erfinv(x)
+
+
 def _sign_np(x):
     s = np.sign(x)
     return np.where(np.isnan(x), x.dtype.type(0), s) if x.dtype.kind == "f" else s  # PyTorch: sign(nan) = 0
@@ -251,6 +256,8 @@ UNARY = [
     ("relu", lambda x: np.maximum(x, _ZERO[x.dtype]), _g(lambda c, g: g * (c.out > 0)), "relu({0})", "same", "o"),
     ("erf", _erf_np, _g(lambda c, g: g * (2 / math.sqrt(math.pi)) * exp(-_x(c) * _x(c))), "erf({0})", "float",
      "i"),
+    ("erfinv", _erfinv_np, _g(lambda c, g: g * (math.sqrt(math.pi) / 2) * exp(c.out * c.out)), "erfinv({0})",
+     "float", "o"),
     ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
     ("sign", _sign_np, _g(lambda c, g: g * 0), "sign({0})", "same", ""),
     ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", "", {"int_identity": True}),

@@ -68,7 +68,7 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sqrt
             "sigmoid", "relu", "clamp", "clamp_min", "clamp_max", "floor", "ceil", "round", "trunc", "sign",
             "reciprocal", "remainder", "fmod", "lerp", "maximum", "minimum", "masked_fill", "index_fill",
             "index_add", "index_copy", "scatter", "scatter_add", "addcmul", "addcdiv", "leaky_relu", "elu",
-            "square", "log1p", "expm1", "erf", "frac", "floor_divide", "tril", "triu", "silu", "gelu", "hardtanh",
+            "square", "log1p", "expm1", "erf", "erfinv", "frac", "floor_divide", "tril", "triu", "silu", "gelu", "hardtanh",
             "logical_not", "logical_and", "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "exp2",
             "log2", "log10", "sin", "tan", "asin", "acos", "atan", "sinh", "cosh", "true_divide", "xlogy",
             "index_put", "clip", "mish", "hardsigmoid", "hardswish", "logit", "negative", "multiply", "subtract",

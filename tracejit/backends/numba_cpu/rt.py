@@ -13,7 +13,7 @@ from numba import njit, types
 from numba.core.compiler import Compiler
 from numba.extending import overload
 
-from tracejit.kernels.cpu import vmath
+from tracejit.kernels.cpu import special, vmath
 
 from .. import scalar_rt as S
 
@@ -53,8 +53,11 @@ globals().update(TYPED)
 # The costly functions here (tens of instructions per element, or a libm call): the code generator runs a fused
 # loop with several of them in stages (codegen.stages)
 HEAVY = frozenset([n for n in TYPED if not n.startswith("relu")] + [
-    "exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "exp2", "log2", "log10", "sin", "cos",
-    "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "fmod", "pow_", "gelu_none", "gelu_tanh", "softplus"])
+    "exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "exp2", "log2", "log10", "sin",
+    "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "fmod", "pow_", "gelu_none", "gelu_tanh",
+    "softplus"])
+
+erfinv = special.erfinv_scalar       # (float64 inside; the kernel stores it in the output's dtype)
 
 # numpy ufuncs on scalars (numba keeps float32 as float32 for these)
 exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
@@ -64,8 +67,8 @@ floor, ceil, trunc, signbit = np.floor, np.ceil, np.trunc, np.signbit
 isnan, isinf, isfinite = np.isnan, np.isinf, np.isfinite
 fmax, fmin = np.fmax, np.fmin
 
-__all__ = ["exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "maximum", "minimum", "exp2", "log2",
-           "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
+__all__ = ["exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "maximum", "minimum", "exp2",
+           "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
            "trunc", "sign", "signbit", "isnan", "isinf", "isfinite", "fmax", "fmin", "fmod", "relu", "pow_",
            "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp", "NoAliasCompiler",
            *TYPED]

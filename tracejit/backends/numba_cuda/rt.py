@@ -174,6 +174,39 @@ def _erf(T, c):
     return lambda x: T(math.erf(x))
 
 
+@_factory
+def _erfinv(T, c):
+    def f(y):
+        return T(_erfinv64(float(y)))
+    return f
+
+
+@_dev
+def _erfinv64(y):
+    """erfinv in float64 as the CPU runtime's (kernels/cpu/special.py): the same first guess, two Newton steps."""
+    if y != y or y < -1.0 or y > 1.0:
+        return math.nan
+    if y == -1.0 or y == 1.0:
+        return math.copysign(math.inf, y)
+    w = -math.log((1.0 - y) * (1.0 + y))
+    if w < 5.0:
+        w -= 2.5
+        p = 2.81022636e-08
+        for k in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                  -0.00417768164, 0.246640727, 1.50140941):
+            p = k + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        for k in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                  1.00167406, 2.83297682):
+            p = k + p * w
+    x = p * y
+    for _ in range(2):
+        x -= (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))
+    return x
+
+
 # ----------------------------------------------------------------------------- trigonometric / hyperbolic
 
 def _periodic(T, c, fn):
