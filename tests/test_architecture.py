@@ -19,9 +19,9 @@ NOT_OP_FACTS = {
     ("backends/numba_cpu/rt.py", ("maximum", "minimum")),
     # rt.HEAVY: the runtime functions the generated code calls, by their cost (a fact about the backend's helpers,
     # matched in generated source, some of which share names with ops)
-    ("backends/numba_cpu/rt.py", ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "exp2", "log2", "log10",
-                                  "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "fmod",
-                                  "softplus")),
+    ("backends/numba_cpu/rt.py", ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "exp2", "log2",
+                                  "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2",
+                                  "fmod", "softplus")),
     # scatter's `reduce=` argument values
     ("backends/numba_cuda/ops.py", ("prod",)),
     ("backends/numba_cuda/ops.py", ("add", "sum")),
