@@ -330,24 +330,95 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return R.vector_norm(x1 - x2 + eps, p, -1, keepdim=keepdim)
 
 
-def pad(input, pad, mode="constant", value=0.0):
-    if mode != "constant":
-        raise NotImplementedError(f"pad mode {mode!r}: tracejit supports mode='constant'")
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pads the trailing len(pad) // 2 dims, the last dim first (pad = (left, right, top, bottom, ...)); negative
+    entries crop. 'constant' fills with `value`; 'reflect', 'replicate' and 'circular' (1 to 3 dims, of a batched or
+    unbatched input) take each new position's value from a source position: one index_select per padded dim, whose
+    gradient (an index_add) sums the copies back into the source."""
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    pad = tuple(pad)
+    for i, p in enumerate(pad):
+        if not isinstance(p, (int, np.integer)) or isinstance(p, bool):
+            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but found element of type "
+                            f"{type(p).__name__} at pos {i}")
+    if mode == "constant":
+        return _pad_constant(input, pad, 0.0 if value is None else value)
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    k = len(pad) // 2
+    if len(pad) not in (2, 4, 6) or input.ndim not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\nSupported combinations for "
+            f"non-constant padding:\n  - 2D or 3D input: padding size = 2 (pads last dimension)\n  - 3D or 4D input: "
+            f"padding size = 4 (pads last 2 dimensions)\n  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    shape = list(input.shape)
+    dims = range(input.ndim - k, input.ndim)                          # the padded dims, first to last
+    pairs = [(pad[2 * (input.ndim - 1 - d)], pad[2 * (input.ndim - 1 - d) + 1]) for d in dims]
+    if mode == "circular":
+        for d, (lo, hi) in zip(dims, pairs):
+            kept = shape[d] + min(lo, 0) + min(hi, 0)      # what the negative sides leave: the new sides wrap it
+            if kept < 0:
+                raise RuntimeError("Negative padding value is resulting in an empty dimension")
+            if max(lo, hi) > kept:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+    else:
+        if 0 in shape[1 if input.ndim == k + 2 else 0:]:
+            raise RuntimeError(f"Expected {k + 1}D or {k + 2}D (batch mode) tensor with possibly 0 batch size and "
+                               f"other non-zero dimensions for input, but got: {shape}")
+        if mode == "reflect":
+            for d, (lo, hi) in zip(dims, pairs):
+                if lo >= shape[d] or hi >= shape[d]:
+                    raise RuntimeError(
+                        f"Argument #{2 * (input.ndim - d) + 2}: Padding size should be less than the corresponding "
+                        f"input dimension, but got: padding ({lo}, {hi}) at dimension {d} of input {shape}")
+        out = [shape[d] + lo + hi for d, (lo, hi) in zip(dims, pairs)]
+        if min(out) < 1:
+            names = "DHW"[3 - k:]
+            raise RuntimeError(f"input ({', '.join(f'{c}: {shape[d]}' for c, d in zip(names, dims))}) is too small. "
+                               f"Calculated output {' '.join(f'{c}: {n}' for c, n in zip(names, out))}")
+    for d, (lo, hi) in zip(dims, pairs):
+        if lo or hi:
+            input = I.index_select(input, d, _const(_pad_source(shape[d], lo, hi, mode)))
+    return input
+
+
+def _pad_source(n, lo, hi, mode):
+    """The source position along a dim of size n of each position of that dim padded by (lo, hi)."""
+    j = np.arange(-lo, n + hi, dtype=np.int64)
+    if mode == "replicate":
+        return np.clip(j, 0, n - 1)
+    if mode == "circular":                                # the cropped range [c, c + kept) wrapped around
+        c, kept = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
+        return c + np.mod(np.arange(-max(lo, 0), kept + max(hi, 0)), max(kept, 1))
+    period = 2 * (n - 1)                                  # reflect: mirrored at 0 and at n - 1, edges not repeated
+    j = np.abs(j) % period if period else np.zeros_like(j)
+    return np.where(j >= n, period - j, j)
+
+
+def _pad_constant(input, pad, value):
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.ndim}")
     from ..creation import full
     out = input
     for i in range(len(pad) // 2):
         d = input.ndim - 1 - i
         lo, hi = pad[2 * i], pad[2 * i + 1]
-        parts = []
-        if lo:
-            s = list(out.shape)
-            s[d] = lo
-            parts.append(full(s, value, dtype=input.dtype))
-        parts.append(out)
-        if hi:
-            s = list(out.shape)
-            s[d] = hi
-            parts.append(full(s, value, dtype=input.dtype))
+        n = out.shape[d]
+        keep = n + min(lo, 0) + min(hi, 0)
+        if keep < 0:
+            raise RuntimeError(f"pad: the padding ({lo}, {hi}) of dim {d} crops more than its size {n}")
+        if keep < n:                                       # negative padding crops
+            out = S.narrow(out, d, max(-lo, 0), keep)
+        block = lambda m: full(tuple(out.shape[:d]) + (m,) + tuple(out.shape[d + 1:]), value,  # noqa: E731
+                               dtype=input.dtype, device=input.device)
+        parts = ([block(lo)] if lo > 0 else []) + [out] + ([block(hi)] if hi > 0 else [])
         if len(parts) > 1:
             out = S.cat(parts, d)
     return out

@@ -22,3 +22,6 @@ from .transformer import (MultiheadAttention, TransformerEncoderLayer, Transform
 from .upsampling import Upsample
 from .pixelshuffle import PixelShuffle, PixelUnshuffle, Unfold, Fold
 from .distance import CosineSimilarity, PairwiseDistance
+from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      CircularPad1d, CircularPad2d, CircularPad3d)
