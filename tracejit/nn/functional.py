@@ -97,6 +97,56 @@ def glu(input, dim=-1):
     return a * sigmoid(b)
 
 
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: in training each element at or below zero gets its own slope drawn from
+    U(lower, upper); in eval the slope is their mean. The output is input * factor, so the gradient is the factor
+    (the drawn slope at zero too, as PyTorch's)."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:       # (leaky_relu's gradient holds its slope as a float32 constant: not used out of place)
+        slope = (lower + upper) / 2
+        return input.leaky_relu_(slope) if inplace else E.where(input > 0, input, input * slope)
+    from ..creation import rand
+    slope = lower + (upper - lower) * rand(tuple(input.shape), dtype=input.dtype, device=input.device)
+    factor = E.where(input > 0, 1.0, slope).detach()
+    return input.mul_(factor) if inplace else input * factor
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, True)
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) with C = groups * k: channel g * k + i moves to i * groups + g (ShuffleNet's interleave)."""
+    if input.ndim <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes "
+                           f"{list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    n, c, *rest = input.shape
+    if c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    x = S.reshape(input, (n, groups, c // groups, *rest))
+    return S.reshape(S.transpose(x, 1, 2), (n, c, *rest))
+
+
+native_channel_shuffle = channel_shuffle
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha * mean of x^2 over a window of `size` channels around each, zeros past the ends)^beta."""
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = _pad_constant(input * input, (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2), 0.0)
+    c = input.shape[1]
+    window = S.narrow(sq, 1, 0, c)
+    for i in range(1, size):
+        window = window + S.narrow(sq, 1, i, c)
+    return input / (window * (alpha / size) + k) ** beta
+
+
 def softmin(input, dim=None, dtype=None):
     return softmax(-input, dim, dtype)
 
@@ -945,6 +995,27 @@ def adaptive_avg_pool1d(input, output_size):
     x, unbatched = _batched(input, 2, "adaptive_avg_pool1d")
     out = S.squeeze(_C.adaptive_avg_pool2d(S.unsqueeze(x, 2), (1, int(_single(output_size)))), 2)
     return S.squeeze(out, 0) if unbatched else out
+
+
+def _lp_pool(pool, max_pool, input, norm_type, kernel_size, stride, ceil_mode, taps):
+    """The p-norm over each window: (sum of x^p)^(1/p) as PyTorch computes it, the window's mean of x^p times
+    its size; a window whose sum is zero gets a zero gradient (not 0 * inf)."""
+    if norm_type == math.inf:
+        return max_pool(E.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -math.inf:
+        return -max_pool(-E.abs(input), kernel_size, stride, 0, 1, ceil_mode)
+    out = pool(input ** norm_type, kernel_size, stride, 0, ceil_mode)
+    return (E.where(out != 0, out, 0.0) * taps) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(avg_pool1d, max_pool1d, input, norm_type, kernel_size, stride, ceil_mode,
+                    int(_single(kernel_size)))
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    kh, kw = _C._pair(kernel_size, "kernel_size")
+    return _lp_pool(avg_pool2d, max_pool2d, input, norm_type, kernel_size, stride, ceil_mode, kh * kw)
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):

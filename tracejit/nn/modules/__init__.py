@@ -1,17 +1,17 @@
 from .module import Module
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
-from .linear import Identity, Linear, Bilinear
+from .linear import Identity, Linear, Bilinear, LazyLinear
 from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tanh, Sigmoid, Softplus, Mish, Hardtanh, Hardswish,
                          Hardsigmoid, LogSigmoid, Softsign, Tanhshrink, Softmax, LogSoftmax, Softmin,
-                         SELU, CELU, GLU, Hardshrink, Softshrink)
+                         SELU, CELU, GLU, Hardshrink, Softshrink, RReLU, Softmax2d)
 from .dropout import Dropout, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .sparse import Embedding, EmbeddingBag
-from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
-from .batchnorm import BatchNorm1d, BatchNorm2d
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, LazyConv1d, LazyConv2d
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
-                      AdaptiveMaxPool1d, AdaptiveMaxPool2d)
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
                    KLDivLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
                    CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, MultiMarginLoss,
@@ -25,3 +25,5 @@ from .distance import CosineSimilarity, PairwiseDistance
 from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       CircularPad1d, CircularPad2d, CircularPad3d)
+from .channelshuffle import ChannelShuffle
+from .lazy import LazyModuleMixin, UninitializedParameter

@@ -5,6 +5,7 @@ import math
 from ... import creation as C
 from .. import functional as F, init
 from ..parameter import Parameter
+from .lazy import LazyModuleMixin, UninitializedParameter
 from .module import Module
 
 
@@ -150,3 +151,42 @@ class ConvTranspose1d(_ConvTransposeNd):
     def forward(self, input, output_size=None):
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class _LazyConvMixin(LazyModuleMixin):
+    """A convolution whose in_channels is the channel size of the first input."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input, *args, **kwargs):
+        if not self.has_uninitialized_params():
+            return
+        n = self._n
+        if input.dim() not in (n + 1, n + 2):
+            raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {type(self).__name__}, "
+                               f"but got input of size: {list(input.shape)}")
+        self.in_channels = input.shape[input.dim() - n - 1]
+        if self.in_channels % self.groups:
+            raise ValueError("in_channels must be divisible by groups")
+        self.weight.materialize((self.out_channels, self.in_channels // self.groups) + self.kernel_size)
+        if self.bias is not None:
+            self.bias.materialize((self.out_channels,))
+        self.reset_parameters()
+
+
+class LazyConv1d(_LazyConvMixin, Conv1d):
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConvMixin, Conv2d):
+    cls_to_become = Conv2d

@@ -97,3 +97,23 @@ class AdaptiveMaxPool2d(Module):
 class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class LPPool2d(Module):
+    """Power-average pooling: the p-norm of each window."""
+    _fn = staticmethod(F.lp_pool2d)
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def forward(self, input):
+        return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(LPPool2d):
+    _fn = staticmethod(F.lp_pool1d)
