@@ -148,6 +148,12 @@ CASES = {
     "gather": (lambda x: x.gather(1, tj.tensor([[0, 0, 2], [1, 2, 1]])), [N(2, 3)]),
     "scatter": (lambda x, s: x.scatter(1, _scatter_index(), s) + x.scatter_add(1, _scatter_index(), s * 2),
                 [N(3, 4), N(3, 2)]),
+    "scatter_reduce": (lambda x, s: x.scatter_reduce(1, _scatter_index(), s, "amax", include_self=False)
+                       + x.scatter_reduce(1, _scatter_index(), s, "mean") * x, [N(3, 4), N(3, 2)]),
+    "cummax": (lambda x: x.cummax(1).values * tj.arange(4.0), [N(3, 4)]),
+    "cummin": (lambda x: x.cummin(0).values * tj.arange(4.0), [N(3, 4)]),
+    "logcumsumexp": (lambda x: x.logcumsumexp(1) * tj.arange(4.0), [N(3, 4)]),
+    "mode": (lambda x: x.mode(1).values + x.mode(0, keepdim=True).values.sum(), [N(3, 4)]),   # (distinct values)
     "matmul": (lambda a, b, v: a @ b + (a @ v).unsqueeze(-1), [N(2, 2, 3), N(3, 2), N(3)]),
     "einsum": (lambda a, b: tj.einsum("bij,jk->bik", a, b) + tj.einsum("...ij->...j", a).unsqueeze(1)
                + tj.einsum("ii,bji->bj", b, a).unsqueeze(-1), [N(2, 2, 3), N(3, 3)]),

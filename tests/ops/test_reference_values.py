@@ -352,6 +352,19 @@ CASES.update({
     "gather": (lambda x: x.gather(1, tj.tensor(_IDX)), [N],
                lambda x: np.array([[x[i, _IDX[i, j]] for j in range(4)] for i in range(3)])),
     "scatter_add": (lambda x, s: x.scatter_add(1, tj.tensor(_IDX), s), [N, N2], lambda x, s: _scatter_add_ref(x, s)),
+    "scatter_reduce": (lambda x, s: x.scatter_reduce(1, tj.tensor(_IDX), s, "amin", include_self=False), [N, N2],
+                       lambda x, s: _scatter_amin_ref(x, s)),
+    "cummax": (lambda x: x.cummax(1).values, [N], lambda x: np.array([[max(r[:j + 1]) for j in range(4)] for r in x])),
+    "cummin": (lambda x: x.cummin(0).indices, [I1 % 3], lambda x: np.array(
+        [[max(k for k in range(i + 1) if x[k, j] == min(x[:i + 1, j])) for j in range(4)] for i in range(3)])),
+    "logcumsumexp": (lambda x: x.logcumsumexp(1), [N], lambda x: np.array(
+        [[math.log(math.fsum(math.exp(v) for v in r[:j + 1])) for j in range(4)] for r in x])),
+    "mode": (lambda x: x.mode(1).values, [I1 % 3], lambda x: np.array(
+        [min(v for v in r if list(r).count(v) == max(list(r).count(u) for u in r)) for r in x])),
+    "searchsorted": (lambda s, v: tj.searchsorted(s, v, right=True), [np.sort(ROW), N],
+                     lambda s, v: np.array([[sum(1 for b in s if b <= a) for a in r] for r in v])),
+    "histc": (lambda x: tj.histc(x, 4, -1.0, 1.0), [N.ravel().copy()], lambda x: np.array(
+        [float(sum(1 for v in x if -1 + k * 0.5 <= v < -0.5 + k * 0.5 or (k == 3 and v == 1.0))) for k in range(4)])),
     # linear algebra
     "matmul": (lambda a, b: a @ b, [N.reshape(3, 2, 2), N2.reshape(2, 6)[:, :3].copy()],
                lambda a, b: np.array([[[math.fsum(a[k, i, m] * b[m, j] for m in range(2)) for j in range(3)]
@@ -433,6 +446,15 @@ CASES.update({
     "to_memory_format": (lambda x: x.contiguous(memory_format=tj.channels_last), [_rng.standard_normal((2, 3, 2, 2))],
                          lambda x: x),
 })
+
+
+def _scatter_amin_ref(x, s):
+    out = x.copy()
+    for i, j in _loops(_IDX.shape):
+        k = _IDX[i, j]
+        seen = [s[i, jj] for jj in range(_IDX.shape[1]) if _IDX[i, jj] == k]
+        out[i, k] = min(seen)
+    return out
 
 
 def _scatter_add_ref(x, s):

@@ -454,10 +454,88 @@ def scatter_add(input, dim, index, src):
     return apply(OPS["scatter"], input, index, src, dim=d, reduce="add")
 
 
+_REDUCES = {"sum": np.add, "prod": np.multiply, "mean": np.add, "amax": np.maximum, "amin": np.minimum}
+
+
+def _identity(reduce, dtype):
+    """What a position reduced without its own value starts from."""
+    if reduce in ("amax", "amin"):
+        big = np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+        return -big if reduce == "amax" else big
+    return 1 if reduce == "prod" else 0
+
+
+def _scatter_reduce_np(x, index, src, dim, reduce, include_self):
+    _check_bounds(index, x.shape[dim] if x.ndim else 1, dim)
+    key, v = _grid(index, dim), _src_region(src, index)
+    out = x.copy()
+    hits = np.zeros(x.shape, np.int64)
+    np.add.at(hits, key, 1)
+    if not include_self:
+        out[hits > 0] = _identity(reduce, x.dtype)
+    _REDUCES[reduce].at(out, key, v)
+    if reduce == "mean":
+        n = np.maximum(hits + include_self, 1).astype(x.dtype)
+        out = out // n if x.dtype.kind in "iub" else (out / n).astype(x.dtype)
+    return out
+
+
+def _scatter_reduce_vjp(c, g):
+    """PyTorch's derivatives: sum and mean pass g (over the count) back; amax/amin split g evenly among the
+    values equal to the result; prod gives each factor the product of the others (exact with one zero among
+    them, 0 with more)."""
+    from ..creation import zeros
+    from .elementwise import where
+    x, index, src = c.inputs
+    dim, red, keep = c.attrs["dim"], c.attrs["reduce"], c.attrs["include_self"]
+    region = tuple(slice(0, s) for s in index.shape)
+    s = src[region]
+    hits = scatter_add(zeros(c.shapes[0], dtype=g.dtype, device=g.device), dim, index, (s == s).to(g.dtype))
+    untouched = hits == 0
+    if red == "sum":
+        gx, gs = g, gather(g, dim, index)
+    elif red == "mean":
+        n = hits + 1 if keep else where(untouched, 1.0, hits)
+        gx, gs = g / n, gather(g / n, dim, index)
+    elif red in ("amax", "amin"):
+        res = apply(OPS["scatter_reduce"], x.detach(), index, s.detach(), dim=dim, reduce=red, include_self=keep)
+        x_is, s_is = res == x, s == gather(res, dim, index)
+        # (PyTorch counts an input value equal to the result among the ties even where include_self=False
+        # leaves it out of the reduction; its own gradient there is 0 all the same)
+        share = g / scatter_add(x_is.to(g.dtype), dim, index, s_is.to(g.dtype))
+        gx, gs = where(x_is, share, 0.0), where(s_is, gather(share, dim, index), 0.0)
+    else:
+        res = apply(OPS["scatter_reduce"], x, index, s, dim=dim, reduce="prod", include_self=keep)
+        one_x, one_s = where(x == 0, 1.0, x), where(s == 0, 1.0, s)
+        others = apply(OPS["scatter_reduce"], one_x, index, one_s, dim=dim, reduce="prod", include_self=keep)
+        zeros_at = scatter_add((x == 0).to(g.dtype) if keep else zeros(c.shapes[0], dtype=g.dtype, device=g.device),
+                               dim, index, (s == 0).to(g.dtype))
+        lone = g * where(zeros_at == 1, others, 0.0)
+        gx = where(x == 0, lone, g * res / one_x) if keep else g
+        gs = where(s == 0, gather(lone, dim, index), gather(g * res, dim, index) / one_s)
+    if not keep:
+        gx = where(untouched, g if red != "amax" and red != "amin" else gx, 0.0)
+    if tuple(gs.shape) != c.shapes[2]:
+        gs = index_put(zeros(c.shapes[2], dtype=g.dtype, device=g.device), region, gs)
+    return gx, None, gs
+
+
+defop("scatter_reduce", _scatter_reduce_np, lambda x, index, src, dim, reduce, include_self: _scatter_meta(
+    x, index, src, dim), _scatter_reduce_vjp, kind="index", saves="io", reads=lambda i, args: True)
+
+
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
-    if reduce not in ("sum", "prod") or not include_self:
-        raise NotImplementedError("scatter_reduce: tracejit supports reduce='sum'/'prod' with include_self=True")
-    return scatter(input, dim, index, src, reduce=reduce)
+    """Each src value reduced into input at its index along `dim` by sum, prod, mean, amax or amin; with
+    include_self=False the input's own values at the positions written are left out of the reduction."""
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if reduce in ("sum", "prod") and include_self:
+        return scatter(input, dim, index, src, reduce=reduce)
+    if input.dtype is not src.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    d = norm_dim(dim, input.ndim)
+    _scatter_meta(input, index, src, d)
+    return apply(OPS["scatter_reduce"], input, index, src, dim=d, reduce=reduce, include_self=bool(include_self))
 
 
 def scatter_add_(input, dim, index, src):

@@ -307,3 +307,22 @@ Tensor.abs = E.abs
 Tensor.pow = E.pow
 Tensor.round = E.round
 Tensor.masked_fill_ = make_inplace(I.masked_fill)
+
+
+# the Tensor methods PyTorch has among the functions of composites.py, scan_ops.py and lookup_ops.py
+def _bind_more():
+    from . import composites as C, scan_ops as SC, lookup_ops as LK
+    for mod, names in ((C, ("unfold", "repeat_interleave", "diff", "kron", "rot90", "nan_to_num", "heaviside",
+                            "logaddexp", "logaddexp2", "hypot", "copysign", "quantile", "nanquantile",
+                            "unique_consecutive")),
+                       (SC, ("cummax", "cummin", "logcumsumexp")), (LK, ("bincount", "histc", "mode"))):
+        for name in names:
+            _bind(name, getattr(mod, name))
+    for name in ("nan_to_num", "hypot", "copysign", "heaviside"):
+        if name + "_" not in Tensor.__dict__:
+            setattr(Tensor, name + "_", make_inplace(getattr(C, name)))
+    if "scatter_reduce_" not in Tensor.__dict__:
+        Tensor.scatter_reduce_ = make_inplace(I.scatter_reduce)
+
+
+_bind_more()
