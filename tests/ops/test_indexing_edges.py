@@ -289,10 +289,11 @@ def test_scatter_values_reductions_and_zero_d():
                                                                                          [0.0, 1.0]])
     _eq(tj.scatter(tj.tensor(5.0), 0, tj.tensor(0), 7.0), 7.0)
     _eq(tj.scatter(tj.zeros(2), 0, tj.tensor([1]), value=4.0), [0.0, 4.0])
-    for bad in (dict(reduce="amax"), dict(reduce="sum", include_self=False)):
-        with pytest.raises(NotImplementedError, match=r"^scatter_reduce: tracejit supports reduce='sum'/'prod' with "
-                                                      r"include_self=True$"):
-            tj.scatter_reduce(ones, 1, tj.tensor([[0, 0]]), tj.tensor([[2.0, 3.0]]), **bad)
+    # the other reductions (tests/ops/test_more_torch_functions.py checks them against PyTorch)
+    _eq(tj.scatter_reduce(ones, 1, tj.tensor([[0, 0]]), tj.tensor([[2.0, 3.0]]), "amax"), [[3.0, 1.0], [1.0, 1.0]])
+    _eq(tj.scatter_reduce(ones, 1, tj.tensor([[0, 0]]), tj.tensor([[2.0, 3.0]]), "sum", include_self=False),
+        [[5.0, 1.0], [1.0, 1.0]])
+    _eq(tj.scatter_reduce(ones, 1, tj.tensor([[0, 0]]), tj.tensor([[2.0, 3.0]]), "mean"), [[2.0, 1.0], [1.0, 1.0]])
 
 
 def test_scatter_gradients_of_input_and_a_bigger_source():
