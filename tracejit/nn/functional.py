@@ -1018,6 +1018,121 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     return _lp_pool(avg_pool2d, max_pool2d, input, norm_type, kernel_size, stride, ceil_mode, kh * kw)
 
 
+# 3-d forms: a convolution as one conv2d over the depth taps stacked into the channels; pooling separably, the
+# 2-d pool over (H, W) of every depth slice, then a (k, 1) pool over (depth, H * W).
+
+def _triple(v, name):
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            return (int(v[0]),) * 3
+        if len(v) != 3:
+            raise RuntimeError(f"expected {name} to be a single integer value or a list of 3 values to match the "
+                               f"convolution dimensions, but got {name}={list(v)}")
+        return tuple(int(e) for e in v)
+    return (int(v),) * 3
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """(N, C, D, H, W) * (O, C/groups, kd, kh, kw): the kd depth taps of each output depth are gathered into the
+    channels ((group, tap, channel) order) and convolved by one conv2d with the weight's taps laid out alike."""
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input of size: "
+                           f"{list(input.shape)}")
+    x, unbatched = _batched(input, 4, "conv3d")
+    if weight.ndim != 5:
+        raise RuntimeError(f"conv3d: expected a 5-D weight (out_channels, in_channels / groups, kD, kH, kW), got "
+                           f"weight of size {list(weight.shape)}")
+    stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
+    O, Cg, kd, kh, kw = weight.shape
+    if x.shape[1] != Cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {Cg * groups} channels, but got {x.shape[1]} channels instead")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0, 0)
+        elif padding == "same":
+            if any(v != 1 for v in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            x, padding = _same_padding(x, (kd, kh, kw), dilation, stride, "conv3d")
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}': give 'valid', 'same' or integers")
+    pd, ph, pw = _triple(padding, "padding")
+    (sd, sh, sw), (dd, dh, dw) = stride, dilation
+    if pd:
+        x = _pad_constant(x, (0, 0, 0, 0, pd, pd), 0.0)
+    N, C, D, H, W = x.shape
+    od = (D - dd * (kd - 1) - 1) // sd + 1
+    if od < 1 or H + 2 * ph < dh * (kh - 1) + 1 or W + 2 * pw < dw * (kw - 1) + 1:
+        raise RuntimeError(f"Calculated padded input size per channel: ({D} x {H + 2 * ph} x {W + 2 * pw}). Kernel "
+                           f"size: ({dd * (kd - 1) + 1} x {dh * (kh - 1) + 1} x {dw * (kw - 1) + 1}). Kernel size "
+                           f"can't be greater than actual input size")
+    taps = S.stack([x[:, :, i * dd:i * dd + sd * (od - 1) + 1:sd] for i in range(kd)], 1)   # (N, kd, C, od, H, W)
+    taps = S.reshape(taps, (N, kd, groups, Cg, od, H, W))
+    taps = S.reshape(S.permute(taps, (0, 4, 2, 1, 3, 5, 6)), (N * od, groups * kd * Cg, H, W))
+    w2 = S.reshape(S.permute(weight, (0, 2, 1, 3, 4)), (O, kd * Cg, kh, kw))
+    out = _C.conv2d(taps, w2, (sh, sw), (ph, pw), (dh, dw), groups, bias)                  # (N * od, O, oh, ow)
+    out = S.permute(S.reshape(out, (N, od, O) + tuple(out.shape[2:])), (0, 2, 1, 3, 4))
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def _pool3d(input, name, pool2d, k, s, p, extra2d, extra1d):
+    """pool2d over (H, W) of each depth slice, then over depth as a (k, 1) pool of (N, C, D, H' * W')."""
+    if input.ndim not in (4, 5) or input.numel() == 0 and input.ndim == 4:
+        raise RuntimeError(f"{name}: non-empty 4D or 5D (batch mode) tensor expected for input, got "
+                           f"{list(input.shape)}")
+    x, unbatched = _batched(input, 4, name)
+    N, C, D, H, W = x.shape
+    hw = pool2d(S.reshape(x, (N, C * D, H, W)), k[1:], s[1:], p[1:], *extra2d)
+    oh, ow = hw.shape[2:]
+    out = pool2d(S.reshape(hw, (N, C, D, oh * ow)), (k[0], 1), (s[0], 1), (p[0], 0), *extra1d)
+    out = S.reshape(out, (N, C, out.shape[2], oh, ow))
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def _pool_args(kernel_size, stride, padding):
+    k = _triple(kernel_size, "kernel_size")
+    s = k if stride is None or stride == [] or stride == () else _triple(stride, "stride")
+    return k, s, _triple(padding, "padding")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("max_pool3d: return_indices=True is not supported by tracejit")
+    k, s, p = _pool_args(kernel_size, stride, padding)
+    d = _triple(dilation, "dilation")
+    return _pool3d(input, "max_pool3d", max_pool2d, k, s, p, (d[1:], ceil_mode), ((d[0], 1), ceil_mode))
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Separable: a window's divisor is the product of its extent in each dim (clipped, or counting only the input
+    when count_include_pad is False); a divisor_override divides the plain window sum."""
+    k, s, p = _pool_args(kernel_size, stride, padding)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    one = (ceil_mode, count_include_pad) + ((1,) if divisor_override else ())
+    out = _pool3d(input, "avg_pool3d", avg_pool2d, k, s, p, one, one)
+    return out / divisor_override if divisor_override else out
+
+
+def adaptive_avg_pool3d(input, output_size):
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"adaptive_avg_pool3d(): Expected 4D or 5D tensor, but got {list(input.shape)}")
+    x, unbatched = _batched(input, 4, "adaptive_avg_pool3d")
+    N, C, D, H, W = x.shape
+    od, oh, ow = (output_size,) * 3 if isinstance(output_size, int) else tuple(output_size)
+    od, oh, ow = D if od is None else od, H if oh is None else oh, W if ow is None else ow
+    hw = adaptive_avg_pool2d(S.reshape(x, (N, C * D, H, W)), (oh, ow))
+    out = adaptive_avg_pool2d(S.reshape(hw, (N, C, D, oh * ow)), (od, oh * ow))
+    out = S.reshape(out, (N, C, od, oh, ow))
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    k = _triple(kernel_size, "kernel_size")
+    return _lp_pool(avg_pool3d, max_pool3d, input, norm_type, kernel_size, stride, ceil_mode, k[0] * k[1] * k[2])
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), column c*kh*kw + i*kw + j holding tap (i, j) of channel c at each
     of the L output positions: a strided slice per tap (differentiable by the slices' VJPs)."""

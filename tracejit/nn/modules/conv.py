@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d (stride, padding including 'same'/'valid', dilation, groups; zero padding_mode) and
+"""Conv1d, Conv2d, Conv3d (stride, padding including 'same'/'valid', dilation, groups; zero padding_mode) and
 ConvTranspose1d/2d (output_padding, or output_size at call time)."""
 import math
 
@@ -102,6 +102,13 @@ class Conv1d(_ConvNd):
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
+class Conv3d(_ConvNd):
+    _n = 3
+
+    def forward(self, input):
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
@@ -190,3 +197,7 @@ class LazyConv1d(_LazyConvMixin, Conv1d):
 
 class LazyConv2d(_LazyConvMixin, Conv2d):
     cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConvMixin, Conv3d):
+    cls_to_become = Conv3d
