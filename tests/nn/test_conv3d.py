@@ -121,8 +121,9 @@ def test_avg_pool3d_same_as_torch(shape, k, s, p, ceil, count_include_pad, divis
     assert repr(tj.nn.AvgPool3d(*args)) == repr(torch.nn.AvgPool3d(*args))
 
 
-@pytest.mark.parametrize("shape, out", [((2, 3, 6, 7, 8), 2), ((2, 3, 5, 7, 9), (3, 4, 5)), ((3, 5, 6, 7), (2, None, 3)),
-                                        ((1, 2, 4, 4, 4), (4, 4, 4)), ((1, 2, 3, 5, 4), (5, 7, 1))])
+@pytest.mark.parametrize("shape, out", [((2, 3, 6, 7, 8), 2), ((2, 3, 5, 7, 9), (3, 4, 5)),
+                                        ((3, 5, 6, 7), (2, None, 3)), ((1, 2, 4, 4, 4), (4, 4, 4)),
+                                        ((1, 2, 3, 5, 4), (5, 7, 1))])
 def test_adaptive_avg_pool3d_same_as_torch(shape, out):
     x = RNG.standard_normal(shape)
     _both(lambda lib, t: lib.nn.functional.adaptive_avg_pool3d(t, out), [x], 1e-12)

@@ -1,4 +1,6 @@
-"""BatchNorm1d/2d/3d and SyncBatchNorm (BatchNorm on one process): batch statistics and running-stat updates in training, running statistics in eval.
+"""BatchNorm1d/2d/3d and SyncBatchNorm (BatchNorm on one process).
+
+Batch statistics and running-stat updates in training, running statistics in eval.
 
 The running stats are updated by in-place tensor ops under no_grad (inside F.batch_norm), and the step
 counter `num_batches_tracked` is a tensor: a traced training step updates them on every call.
