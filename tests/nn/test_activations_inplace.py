@@ -95,3 +95,14 @@ def test_errors_as_torch():
         F.selu(leaf, inplace=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         F.relu(leaf, True)
+
+
+def test_leaky_relu_gradient_is_exact_in_float64():
+    # the negative slope multiplies the gradient in its own dtype (a float32 mask rounded 0.1 before)
+    torch = pytest.importorskip("torch")
+    x = np.array([-1.0, 2.0, -3.0, 0.0, -1e-300])
+    a, b = tracejit.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    F.leaky_relu(a, 0.1).sum().backward()
+    torch.nn.functional.leaky_relu(b, 0.1).sum().backward()
+    assert a.grad.dtype == tracejit.float64
+    np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())

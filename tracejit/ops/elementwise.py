@@ -302,7 +302,7 @@ pointwise("elu", lambda x, alpha=1.0: np.where(x > 0, x, x.dtype.type(alpha) * n
           _g(lambda c, g: g * where(_x(c) > 0, 1.0, c.attrs["alpha"] * exp(_x(c)))),
           "({0} if {0} > 0 else {alpha} * expm1({0}))", "float", "i")
 pointwise("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.dtype.type(negative_slope)),
-          _g(lambda c, g: g * where(_x(c) > 0, 1.0, c.attrs["negative_slope"])),
+          _g(lambda c, g: where(_x(c) > 0, g, g * c.attrs["negative_slope"])),     # (in g's dtype: exact in float64)
           "({0} if {0} > 0 else {0} * {negative_slope})", "float", "i")
 pointwise("clamp", lambda x, min=None, max=None: np.clip(x, min, max).astype(x.dtype, copy=False),
           _g(lambda c, g: g * _in_range(_x(c), c.attrs["min"], c.attrs["max"])),
