@@ -28,7 +28,7 @@ UNARY = {
 }
 POSITIVE = {"log": torch.log, "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
             "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal}
-UNIT_OPS = {"tan": torch.tan, "asin": torch.asin, "acos": torch.acos}
+UNIT_OPS = {"tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "erfinv": torch.erfinv}
 BINARY = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - 2 * y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,
     "pow": lambda x, y: x.abs() ** y + x ** 2 + 2 ** y, "maximum": torch.maximum, "minimum": torch.minimum,
