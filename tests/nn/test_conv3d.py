@@ -4,44 +4,10 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from torch_compare import both as _both, close as _close, same_error as _same_error, torch_or_skip as _torch
 
 F = tj.nn.functional
 RNG = np.random.default_rng(0)
-
-
-def _torch():
-    return pytest.importorskip("torch")
-
-
-def _close(a, b, tol=1e-5):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
-
-
-def _both(fn, arrays, tol=1e-5):
-    """fn(lib, *tensors) run by torch and tracejit on the same arrays (all requiring grad): the outputs and the
-    gradients of sum(out**2 * w) (w fixed random) are compared."""
-    torch = _torch()
-    res = []
-    for lib in (torch, tj):
-        xs = [lib.tensor(a, requires_grad=True) for a in arrays]
-        out = fn(lib, *xs)
-        w = lib.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(arrays[0].dtype))
-        (out * out * w).sum().backward()
-        res.append((out, [x.grad.numpy() for x in xs]))
-    (tout, tgrads), (jout, jgrads) = res
-    assert tuple(jout.shape) == tuple(tout.shape)
-    _close(jout.detach().numpy(), tout.detach().numpy(), tol)
-    for a, b in zip(jgrads, tgrads):
-        _close(a, b, tol)
-
-
-def _same_error(fn):
-    torch = _torch()
-    with pytest.raises(Exception) as want:
-        fn(torch)
-    with pytest.raises(type(want.value)) as got:
-        fn(tj)
-    return str(got.value)
 
 
 CONV_CASES = [  # (input shape, weight shape, bias, stride, padding, dilation, groups)

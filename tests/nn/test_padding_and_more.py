@@ -5,48 +5,10 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from torch_compare import both as _both, close as _close, same_error as _same_error, torch_or_skip as _torch
 
 F = tj.nn.functional
 RNG = np.random.default_rng(0)
-
-
-def _torch():
-    return pytest.importorskip("torch")
-
-
-def _close(a, b, tol=1e-5):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
-
-
-def _both(fn, arrays, tol=1e-5):
-    """fn(lib, *tensors) run by torch and tracejit on the same arrays (float ones require grad): the outputs and
-    the gradients of sum(out**2 * w) (w fixed random) are compared. Returns tracejit's output."""
-    torch = _torch()
-    res = []
-    for lib in (torch, tj):
-        xs = [lib.tensor(a, requires_grad=a.dtype.kind == "f") for a in arrays]
-        out = fn(lib, *xs)
-        w = lib.tensor(np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(arrays[0].dtype))
-        if any(x.requires_grad for x in xs):
-            (out * out * w).sum().backward()
-        res.append((out, [x.grad.numpy() for x in xs if x.requires_grad]))
-    (tout, tgrads), (jout, jgrads) = res
-    assert tuple(jout.shape) == tuple(tout.shape)
-    _close(jout.detach().numpy(), tout.detach().numpy(), tol)
-    assert len(jgrads) == len(tgrads)
-    for a, b in zip(jgrads, tgrads):
-        _close(a, b, tol)
-    return jout
-
-
-def _same_error(fn, *args, **kwargs):
-    """fn(lib, *args, **kwargs) raises the same exception class in both libraries; returns tracejit's message."""
-    torch = _torch()
-    with pytest.raises(Exception) as want:
-        fn(torch, *args, **kwargs)
-    with pytest.raises(type(want.value)) as got:
-        fn(tj, *args, **kwargs)
-    return str(got.value)
 
 
 def _traced_equals_eager(f, *xs, tol=1e-5):
