@@ -1,5 +1,9 @@
-"""Conv1d, Conv2d, Conv3d (stride, padding including 'same'/'valid', dilation, groups; zero padding_mode) and
-ConvTranspose1d/2d (output_padding, or output_size at call time)."""
+"""Conv1d, Conv2d, Conv3d (stride, padding including 'same'/'valid', dilation, groups, padding_mode) and
+ConvTranspose1d/2d (output_padding, or output_size at call time).
+
+A padding_mode other than 'zeros' is PyTorch's two steps: F.pad of the input in that mode ('reflect', 'replicate',
+'circular'), then the convolution with no padding; the gradients come from F.pad's index_select and the conv op, so
+eager, traced and autodiff need nothing new."""
 import math
 
 from ... import creation as C
@@ -43,8 +47,6 @@ class _ConvNd(Module):
                              f"padding_mode='{padding_mode}'")
         if padding_mode != "zeros" and self._transposed:
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r}: tracejit supports padding_mode='zeros'")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _ntuple(kernel_size, n)
@@ -55,6 +57,7 @@ class _ConvNd(Module):
         self.output_padding = _ntuple(output_padding, n)
         self.groups = groups
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = self._pad_spec()
         shape = (in_channels, out_channels // groups) if self.transposed else (out_channels, in_channels // groups)
         self.weight = Parameter(C.empty(shape + self.kernel_size, dtype=dtype, device=device))
         if bias:
@@ -62,6 +65,28 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pad_spec(self):
+        """The F.pad argument (last dim first, (left, right) each) that a non-zeros padding_mode applies: the
+        padding on both sides, or for 'same' d * (k - 1) split with the odd one at the end; 'valid' none."""
+        n = len(self.kernel_size)
+        if self.padding == "valid":
+            return [0, 0] * n
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pairs = [(t // 2, t - t // 2) for t in totals]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        return [v for pair in reversed(pairs) for v in pair]
+
+    def _conv_forward(self, input, weight, bias):
+        """The convolution of input by weight and bias with this module's stride, padding (in its padding_mode),
+        dilation and groups; PyTorch's name and signature, which subclasses (weight standardization...) call."""
+        conv = type(self)._conv
+        if self.padding_mode != "zeros":
+            return conv(F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode), weight, bias,
+                        self.stride, 0, self.dilation, self.groups)
+        return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -90,23 +115,26 @@ class _ConvNd(Module):
 
 class Conv2d(_ConvNd):
     _n = 2
+    _conv = staticmethod(F.conv2d)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv1d(_ConvNd):
     _n = 1
+    _conv = staticmethod(F.conv1d)
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class Conv3d(_ConvNd):
     _n = 3
+    _conv = staticmethod(F.conv3d)
 
     def forward(self, input):
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return self._conv_forward(input, self.weight, self.bias)
 
 
 class _ConvTransposeNd(_ConvNd):
