@@ -1336,7 +1336,12 @@ def _adaptive_windows(n, m):
 
 def _adaptive_max(x, dim, m):
     """The adaptive max over dim (one of the trailing spatial dims) to m outputs: a gather of the windows' rows and
-    their amax (the gradient of a repeated element comes back summed through the gather)."""
+    their amax (the gradient of a repeated element comes back summed through the gather). m = 0: an empty dim."""
+    if m < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {m}: adaptive max pooling needs output "
+                           f"sizes >= 0")
+    if m == 0:
+        return S.narrow(x, dim, 0, 0)
     idx = _adaptive_windows(x.shape[dim], m)
     g = I.index_select(x, dim, _const(idx.reshape(-1)))
     return R.amax(S.reshape(g, tuple(x.shape[:dim]) + idx.shape + tuple(x.shape[dim + 1:])), dim + 1)
@@ -1349,6 +1354,28 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
     oh, ow = x.shape[2] if oh is None else oh, x.shape[3] if ow is None else ow
     out = _adaptive_max(_adaptive_max(x, 2, oh), 3, ow)
+    return S.squeeze(out, 0) if unbatched else out
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Separable, as the 2-d form: the window max over depth, then height, then width (the max of a box is the max
+    of its maxima; the gradient reaches the element that is the box's max through each amax)."""
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool3d: return_indices=True is not supported by tracejit")
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
+    sizes = (output_size,) * 3 if isinstance(output_size, int) else tuple(output_size)
+    if len(sizes) != 3:
+        raise RuntimeError(f"adaptive_max_pool3d(): output_size must be an int or 3 ints (None keeps that size), "
+                           f"got {list(sizes)}")
+    for d in range(input.ndim - 4, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"adaptive_max_pool3d(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty")
+    x, unbatched = _batched(input, 4, "adaptive_max_pool3d")
+    out = x
+    for dim, m in zip((2, 3, 4), sizes):
+        out = _adaptive_max(out, dim, x.shape[dim] if m is None else int(m))
     return S.squeeze(out, 0) if unbatched else out
 
 

@@ -1,4 +1,4 @@
-"""MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d, LPPool1d/2d/3d."""
+"""MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, LPPool1d/2d/3d."""
 from .. import functional as F
 from .module import Module
 
@@ -114,6 +114,11 @@ class AdaptiveMaxPool2d(Module):
 class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class LPPool2d(Module):
