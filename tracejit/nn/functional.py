@@ -862,6 +862,136 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     return y_hard - y_soft.detach() + y_soft
 
 
+def _lengths(v, name):
+    """CTC lengths as an int64 tensor of one dim (a tuple/list of ints, or an integral tensor)."""
+    from ..creation import tensor
+    from .._tensor import Tensor
+    if isinstance(v, Tensor):
+        if v.dtype.is_floating_point:
+            raise RuntimeError(f"{name} must be integral")
+        return S.reshape(v.to(D.int64), (-1,))
+    if isinstance(v, (list, tuple)) and all(isinstance(e, (int, np.integer)) for e in v):
+        return tensor(list(v), dtype=D.int64)
+    raise TypeError(f"ctc_loss(): {name} must be a tuple of ints or an integral Tensor, got {type(v).__name__}")
+
+
+def _safe_logsumexp(x, dim):
+    """logsumexp over dim that is -inf with a zero gradient where every entry is -inf (no NaN from -inf - -inf),
+    so gradients through impossible alignment paths are exactly zero."""
+    m = R.amax(x, dim, keepdim=True).detach()
+    m = E.where(m == float("-inf"), 0.0, m)
+    total = R.sum(E.exp(x - m), dim)
+    some = total > 0
+    return E.where(some, E.log(E.where(some, total, 1.0)) + S.squeeze(m, dim), float("-inf"))
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist temporal classification loss: -log of the total probability of all alignments of each target
+    (labels with blanks between and around, repeats of a label only across a blank) to its input frames.
+
+    The forward variables alpha over the extended label sequence (blank, l1, blank, l2, ..., blank) are computed in
+    log space one frame at a time, every sample and position at once: alpha_t(s) = logsumexp of alpha_{t-1} at s,
+    s - 1 and (where l_s is no blank and differs from l_{s-2}) s - 2, plus log_probs_t(l_s); frames past a sample's
+    input length leave it unchanged. The Python loop over frames unrolls when traced (fine for short inputs).
+    Gradients come from autodiff through the recursion. PyTorch's gradient with respect to log_probs is that of
+    the logits behind a log_softmax (exp(log_probs) minus the alignment occupation); a term of value zero whose
+    gradient is exp(log_probs) on each sample's frames gives the same.
+
+    targets: (N, S) padded or 1-D concatenated (sum(target_lengths)); log_probs (T, N, C) or unbatched (T, C).
+    reduction 'mean' divides each loss by its target length (at least 1), then averages; zero_infinity replaces
+    infinite losses (impossible alignments) and their gradients by zeros."""
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_probs.ndim not in (2, 3):
+        raise RuntimeError(f"ctc_loss: expected log_probs of 2 (unbatched) or 3 dims (T, N, C), got "
+                           f"{list(log_probs.shape)}")
+    if not log_probs.dtype.is_floating_point:
+        raise RuntimeError(f"ctc_loss: log_probs must be floating point, got {log_probs.dtype}")
+    unbatched = log_probs.ndim == 2
+    if unbatched:
+        log_probs, targets = S.unsqueeze(log_probs, 1), S.unsqueeze(targets, 0)
+    il, tl = _lengths(input_lengths, "input_lengths"), _lengths(target_lengths, "target_lengths")
+    T, N, C = log_probs.shape
+    if il.shape[0] != N:
+        raise RuntimeError("input_lengths must be of size batch_size")
+    if tl.shape[0] != N:
+        raise RuntimeError("target_lengths must be of size batch_size")
+    if not 0 <= blank < C:
+        raise RuntimeError(f"blank must be in label range: blank={blank} with {C} classes")
+    targets = targets.to(D.int64)
+    concrete = STATE.tracer is None
+    if concrete:
+        ilv, tlv = il.numpy(), tl.numpy()
+        if (ilv < 0).any() or (tlv < 0).any():
+            which, v = ("input_lengths", ilv) if (ilv < 0).any() else ("target_lengths", tlv)
+            raise RuntimeError(f"Expected {which} to have value at least 0, but got value {int(v.min())}")
+        if (ilv > T).any():
+            raise RuntimeError(f"Expected input_lengths to have value at most {T}, but got value {int(ilv.max())}")
+    if targets.ndim == 1:                               # concatenated: sample n's labels start at the sum before it
+        if not concrete:
+            raise RuntimeError("ctc_loss: 1-D (concatenated) targets need concrete target_lengths when traced; "
+                               "give padded (N, S) targets")
+        if targets.shape[0] < int(tlv.sum()):
+            raise RuntimeError(f"Expected tensor to have size {int(tlv.sum())} at dimension 0, but got size "
+                               f"{targets.shape[0]} for argument #2 'targets'")
+        Smax = max(int(tlv.max()), 1)
+        starts = np.concatenate([[0], np.cumsum(tlv)[:-1]]).astype(np.int64)
+        pos = np.minimum(starts[:, None] + np.arange(Smax)[None, :], max(targets.shape[0] - 1, 0))
+        if targets.shape[0] == 0:
+            padded = _const(np.full((N, Smax), blank, np.int64))
+        else:
+            padded = I.index_select(targets, 0, _const(pos.reshape(-1))).reshape(N, Smax)
+    elif targets.ndim == 2:
+        if targets.shape[0] != N:
+            raise RuntimeError(f"ctc_loss: targets of size {list(targets.shape)} for a batch of {N}")
+        padded, Smax = targets, targets.shape[1]
+        if concrete and (tlv > Smax).any():
+            raise RuntimeError(f"Expected tensor to have size at least {int(tlv.max())} at dimension 1, but got "
+                               f"size {Smax} for argument #2 'targets'")
+    else:
+        raise RuntimeError(f"ctc_loss: targets must be 1-D (concatenated) or 2-D (N, S), got {list(targets.shape)}")
+    L = 2 * Smax + 1
+    s_idx = _const(np.arange(L, dtype=np.int64))
+    label_of = _const(np.maximum((np.arange(L) - 1) // 2, 0).astype(np.int64))
+    is_label = _const(np.arange(L) % 2 == 1)
+    real = S.unsqueeze(s_idx, 0) < S.unsqueeze(2 * tl, 1)              # (N, L): inside the extended sequence
+    lab = I.index_select(padded, 1, label_of) if Smax else _const(np.zeros((N, L), np.int64))
+    ext = E.where(is_label & real, lab, blank)                          # (N, L)
+    if concrete and Smax:
+        used = ext.numpy()
+        if (used < 0).any() or (used >= C).any():
+            raise RuntimeError(f"ctc_loss: target labels must be in [0, {C}), got {int(used.min())}..."
+                               f"{int(used.max())}")
+    prev2 = E.where(_const(np.arange(L) >= 2), I.index_select(ext, 1, _const(np.maximum(np.arange(L) - 2, 0))), -1)
+    skip = is_label & (ext != prev2)                                   # (N, L): s - 2 -> s allowed
+    ninf = float("-inf")
+    lp = I.gather(log_probs, 2, S.broadcast_to(S.unsqueeze(ext, 0), (T, N, L)))      # (T, N, L)
+    start = _const(np.arange(L) < 2) & real | _const(np.arange(L) == 0)
+    alpha = E.where(start, lp[0], ninf)
+    pad1 = _const(np.full((N, 1), ninf, log_probs.dtype.np))
+    pad2 = _const(np.full((N, 2), ninf, log_probs.dtype.np))
+    for t in range(1, T):
+        a1 = S.cat([pad1, alpha[:, :L - 1]], 1)
+        a2 = E.where(skip, S.cat([pad2, alpha[:, :L - 2]], 1), ninf) if L > 2 else None
+        parts = [alpha, a1] + ([a2] if a2 is not None else [])
+        new = _safe_logsumexp(S.stack(parts, 0), 0) + lp[t]
+        alpha = E.where(S.unsqueeze(il > t, 1), new, alpha)
+    end = S.unsqueeze(2 * tl, 1)
+    last = I.gather(alpha, 1, end)
+    before = E.where(end > 0, I.gather(alpha, 1, E.where(end > 0, end - 1, 0)), ninf)
+    nll = -_safe_logsumexp(S.cat([last, before], 1), 1)                 # (N,)
+    frames = S.unsqueeze(S.unsqueeze(_const(np.arange(T, dtype=np.int64)), 1) < S.unsqueeze(il, 0), 2)
+    p = E.exp(log_probs)
+    nll = nll + R.sum(E.where(frames, p - p.detach(), 0.0), (0, 2))      # value 0, gradient exp(log_probs)
+    if zero_infinity:
+        nll = E.where(nll == float("inf"), 0.0, nll)
+    if reduction == "mean":
+        return R.mean(nll / E.clamp(tl, min=1).to(nll.dtype))
+    if reduction == "sum":
+        return R.sum(nll)
+    return S.squeeze(nll, 0) if unbatched else nll
+
+
 # ----------------------------------------------------------------------------- convolution and pooling
 # 2-d primitives live in ops/conv.py (numba kernels); 1-d forms run them over a height-1 image.
 
