@@ -21,7 +21,7 @@ NOT_OP_FACTS = {
     # matched in generated source, some of which share names with ops)
     ("backends/numba_cpu/rt.py", ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "exp2", "log2",
                                   "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2",
-                                  "fmod", "softplus")),
+                                  "fmod", "softplus", "lgamma", "digamma", "polygamma")),
     # scatter's `reduce=` argument values
     ("backends/numba_cuda/ops.py", ("prod",)),
     ("backends/numba_cuda/ops.py", ("add", "sum")),

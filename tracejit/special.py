@@ -1,12 +1,15 @@
 """tracejit.special: torch.special's functions that tracejit has, by their torch.special names."""
 import math
 
-from .ops.elementwise import erf, erfinv, exp2, expm1, log1p, sigmoid as expit
+from .ops.elementwise import digamma, erf, erfinv, exp2, expm1, lgamma as gammaln, log1p, mvlgamma, polygamma, \
+    sigmoid as expit
 from .ops.nn_ops import log_softmax, softmax
 from .ops.reduction import logsumexp
 
 __all__ = ["erf", "erfinv", "exp2", "expm1", "log1p", "expit", "log_softmax", "softmax", "logsumexp", "logit", "xlogy",
-           "ndtr", "ndtri"]
+           "ndtr", "ndtri", "gammaln", "digamma", "psi", "polygamma", "multigammaln"]
+
+psi = digamma
 
 
 def logit(input, eps=None):
@@ -25,3 +28,8 @@ def ndtr(input):
 def ndtri(input):
     """The standard normal's quantile function, the inverse of ndtr: sqrt(2) erfinv(2p - 1)."""
     return erfinv(2 * input - 1) * math.sqrt(2)
+
+
+def multigammaln(input, p):
+    """The multivariate log-gamma function of dimension p (torch.mvlgamma)."""
+    return mvlgamma(input, p)

@@ -112,3 +112,167 @@ def erfinv_scalar(y):
 def erfinv_newton(y):
     """erfinv_scalar over arrays (the erfinv op's eager face, trunc_normal_)."""
     return erfinv_scalar(y)
+
+
+# ----------------------------------------------------------------------------- the gamma family
+# lgamma, digamma and polygamma in float64 whatever the input's type. Each is a factory returning a plain function
+# of math.* only (and of the functions passed in), so that one text serves eager mode and the CPU code generator
+# (numba.njit, below) and the CUDA runtime (cuda.jit(device=True) of the same factories, numba_cuda/rt.py).
+
+_BIG_INT = 4503599627370496.0        # 2**52: a float this large is an integer
+_HALF_LOG_2PI = 0.9189385332046728
+# B_2j / (2j)!, j = 1..12: the Euler-Maclaurin tail of the Hurwitz zeta function
+_EM = (0.08333333333333333, -0.001388888888888889, 3.306878306878307e-05, -8.267195767195768e-07,
+       2.08767569878681e-08, -5.284190138687493e-10, 1.3382536530684679e-11, -3.3896802963225827e-13,
+       8.586062056277845e-15, -2.174868698558062e-16, 5.5090028283602295e-18, -1.3954464685812525e-19)
+
+
+def lgamma_fn():
+    """log|Gamma(x)|: libm's lgamma, with PyTorch's values where libm (and Python's math, which the CUDA simulator
+    runs) would signal: +inf at the poles (0, -0 and the negative integers) and at +-inf, Stirling's formula above
+    1e17 (where 1/(12x) is below float64's resolution; it overflows to inf without raising)."""
+    def lgamma64(x):
+        x = float(x)
+        if x != x:
+            return x
+        if x == math.inf or x == -math.inf:
+            return math.inf
+        if x <= 0.0 and (x <= -_BIG_INT or math.floor(x) == x):
+            return math.inf
+        if x > 1e17:
+            lx = math.log(x)
+            return x * (lx - 1.0) - 0.5 * lx + _HALF_LOG_2PI
+        return math.lgamma(x)
+    return lgamma64
+
+
+def digamma_fn():
+    """psi(x) = Gamma'(x) / Gamma(x). PyTorch's conventions: psi(+0) = -inf, psi(-0) = +inf, NaN at the negative
+    integers and -inf. x < 0 by the reflection psi(x) = psi(1 - x) - pi / tan(pi r), r = x minus its nearest
+    integer (exact, so tan sees no rounding of pi x); then the recurrence psi(x) = psi(x + 1) - 1/x up to x >= 10
+    and the asymptotic series log x - 1/(2x) - sum B_2k / (2k x^2k) to x^-14 (its next term is below 1e-17)."""
+    def digamma64(x):
+        x = float(x)
+        if x != x or x == math.inf:
+            return x
+        if x == 0.0:
+            return math.copysign(math.inf, -x)
+        refl = 0.0
+        if x < 0.0:
+            if x <= -_BIG_INT or math.floor(x) == x:
+                return math.nan
+            if x > -0.5:
+                r = x
+            else:
+                r = x - math.floor(x)
+                if r > 0.5:
+                    r -= 1.0
+            refl = math.pi / math.tan(math.pi * r)
+            x = 1.0 - x
+        res = 0.0
+        while x < 10.0:
+            res -= 1.0 / x
+            x += 1.0
+        z = 1.0 / (x * x)
+        tail = z * (1.0 / 12 - z * (1.0 / 120 - z * (1.0 / 252 - z * (1.0 / 240 - z * (
+            1.0 / 132 - z * (691.0 / 32760 - z * (1.0 / 12)))))))
+        return res + math.log(x) - 0.5 / x - tail - refl
+    return digamma64
+
+
+def hurwitz_zeta_fn():
+    """zeta(s, q) = sum_k (q + k)^-s for s > 1 and q > 0 (all terms positive): the first terms summed until
+    a = q + k >= s + 10, the rest by Euler-Maclaurin, a^(1-s)/(s-1) + a^-s/2 + sum_j B_2j/(2j)! (s)_(2j-1)
+    a^(-s-2j+1), whose terms fall at least ~30x each at that a (checked against mpmath for s up to 40)."""
+    def zeta64(s, q):
+        lim = s + 10.0
+        tot = 0.0
+        k = 0
+        a = q
+        while a < lim:
+            tot += math.pow(a, -s)
+            k += 1
+            a = q + k
+        p1 = math.pow(a, 1.0 - s)
+        p = p1 / a
+        tail = p1 / (s - 1.0) + 0.5 * p
+        t = s * p / a
+        m = s + 1.0
+        for c in _EM:
+            term = c * t
+            tail += term
+            if abs(term) <= 1e-18 * (tail + tot):
+                break
+            t *= m * (m + 1.0) / (a * a)
+            m += 2.0
+        return tot + tail
+    return zeta64
+
+
+def polygamma_fn(digamma, zeta):
+    """The n-th derivative of digamma: digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x). x < 0: the terms
+    (x + k)^-(n+1) up to x + k > 0 (x + k is exact there) are summed directly when there are at most 64 of them,
+    each paired with the positive term of its size; else as (-1)^(n+1) (zeta(n+1, 1-f) - zeta(n+1, M+1-f)),
+    f = x + M in (0, 1), with zeta(n+1, f) and zeta(n+1, 1-f) added first (at half-integers an even n's terms
+    cancel exactly, as in the function). Poles give +inf for odd n and -inf for even n (PyTorch's signs); +inf
+    gives a signed zero, -inf NaN (a limit of poles)."""
+    def polygamma64(x, order):
+        x = float(x)
+        n = int(order)
+        if n == 0:
+            return digamma(x)
+        if x != x:
+            return x
+        odd = n % 2 == 1
+        s = n + 1.0
+        fact = 1.0
+        for i in range(2, n + 1):
+            fact *= i
+        sgn = fact if odd else -fact
+        if x == math.inf:
+            return 0.0 if odd else -0.0
+        if x > 0.0:
+            return sgn * zeta(s, x)
+        if x == -math.inf:
+            return math.nan
+        if x <= -_BIG_INT or math.floor(x) == x:
+            return math.inf if odd else -math.inf
+        m = math.ceil(-x)
+        if m <= 64:
+            # the negative terms paired with the positive ones of the same size: (x + m + k) and (x + m - 1 - k)
+            # are exact, and at half-integers an even n's pairs cancel exactly, as they do in the function
+            tot = 0.0
+            for k in range(m - 1, -1, -1):
+                tot += math.pow(x + (m + k), -s) + math.pow(x + (m - 1 - k), -s)
+            return sgn * (tot + zeta(s, x + 2 * m))
+        f = x + m
+        pair = zeta(s, f) + zeta(s, 1.0 - f) if odd else zeta(s, f) - zeta(s, 1.0 - f)
+        return sgn * (pair - zeta(s, 1.0 - f + m) if odd else pair + zeta(s, 1.0 - f + m))
+    return polygamma64
+
+
+# float64 signatures: a float32 argument is widened on the call (float(x) of a float32 stays float32 in numba, and
+# math.lgamma would then be lgammaf)
+lgamma_scalar = numba.njit("float64(float64)", cache=True, nogil=True)(lgamma_fn())
+digamma_scalar = numba.njit("float64(float64)", cache=True, nogil=True)(digamma_fn())
+hurwitz_zeta_scalar = numba.njit("float64(float64, float64)", cache=True, nogil=True)(hurwitz_zeta_fn())
+polygamma_scalar = numba.njit("float64(float64, int64)", cache=True, nogil=True)(
+    polygamma_fn(digamma_scalar, hurwitz_zeta_scalar))
+
+
+@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
+def lgamma_ufunc(x):
+    """lgamma_scalar over arrays (the lgamma op's eager face)."""
+    return lgamma_scalar(x)
+
+
+@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
+def digamma_ufunc(x):
+    """digamma_scalar over arrays."""
+    return digamma_scalar(x)
+
+
+@numba.vectorize(["float32(float32, int64)", "float64(float64, int64)"], cache=True)
+def polygamma_ufunc(x, n):
+    """polygamma_scalar over arrays, n a number."""
+    return polygamma_scalar(x, n)

@@ -27,7 +27,9 @@ UNARY = {
     "cast": lambda x: x.double(),
 }
 POSITIVE = {"log": torch.log, "log2": torch.log2, "log10": torch.log10, "log1p": torch.log1p, "sqrt": torch.sqrt,
-            "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal}
+            "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "lgamma": lambda x: torch.lgamma(x - 3.7),
+            "digamma": lambda x: torch.digamma(x) + torch.digamma(0.3 - x),
+            "polygamma": lambda x: torch.polygamma(1, x - 3.7) + torch.polygamma(2, x) + torch.polygamma(3, x - 3.7)}
 UNIT_OPS = {"tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "erfinv": torch.erfinv}
 BINARY = {
     "add": lambda x, y: x + y, "sub": lambda x, y: x - 2 * y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y,

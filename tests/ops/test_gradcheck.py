@@ -166,6 +166,11 @@ CASES = {
     "addmm": (lambda c, a, b: tj.addmm(c, a, b, beta=0.5, alpha=2.0) ** 2, [N(3), N(2, 4), N(4, 3)]),
     "mv": (lambda a, v: tj.mv(a, v) ** 2, [N(3, 4), N(4)]),
     "erfinv": (lambda x: x.erfinv(), [U(3, 2)]),
+    # the gamma family: positive arguments and negative non-integers (U(-0.9, -0.1) - 2 lies between two poles)
+    "lgamma": (lambda x, y: x.lgamma() + (y - 2).lgamma(), [P(3, 2), U(3, 2, low=-0.9, high=-0.1)]),
+    "digamma": (lambda x, y: x.digamma() + (y - 2).digamma(), [P(3, 2), U(3, 2, low=-0.9, high=-0.1)]),
+    "polygamma": (lambda x, y: tj.polygamma(1, x) + tj.polygamma(2, y - 2) + x.polygamma(3),
+                  [P(3, 2), U(3, 2, low=-0.9, high=-0.1)]),
     # decompositions (tests/ops/test_linalg_decompositions.py checks more shapes and modes): symmetric inputs where
     # the op reads one triangle, squared eigen/singular vectors (their signs are arbitrary)
     "linalg_inv": (lambda a: tj.linalg.inv(a), [C(_rng.standard_normal((2, 3, 3)) + 2 * np.eye(3))]),

@@ -170,6 +170,25 @@ def _erfinv_bisect(y):
     return lo if abs(math.erf(lo) - y) <= abs(math.erf(hi) - y) else hi
 
 
+def _lgamma_ref(x):
+    """math.lgamma, with PyTorch's +inf at the poles (Python raises there)."""
+    return math.inf if math.isinf(x) or (x <= 0 and x == math.floor(x)) else math.lgamma(x)
+
+
+def _polygamma_ref(n, x):
+    """mpmath's polygamma at 60 digits (its default 15 lose the cancelling sums at negative arguments), with
+    PyTorch's values at the poles."""
+    mpmath = pytest.importorskip("mpmath")
+    if x <= 0 and x == math.floor(x):
+        return (math.copysign(math.inf, -x) if x == 0 else math.nan) if n == 0 else math.inf if n % 2 else -math.inf
+    with mpmath.workdps(60):
+        return float(mpmath.polygamma(n, mpmath.mpf(x)))
+
+
+_GAMMA_X = np.array([-0.0, 0.0, -3.0, -2.5, -0.3, 1e-300, 1e-8, 0.5, 1.0, 1.4616321449683622, 2.0, 7.25, 1e4,
+                     1e15, -1e6 + 0.25, -70.5])
+
+
 # ----------------------------------------------------------------------------- linear algebra by hand
 _SQ = _rng.standard_normal((3, 3)) + 2 * np.eye(3)
 _SPD = (lambda m: m @ m.T + np.eye(3))(_rng.standard_normal((3, 3)))
@@ -378,6 +397,13 @@ CASES.update({
                lambda a, b: np.array([[math.fsum(a[i] * b[k]) for k in range(3)] for i in range(3)])),
     # erfinv by bisection on math.erf, at -1, 1 and beyond them (closer to +-1 than 0.9999 neither is this exact:
     # erf's rounding there moves the inverse by more than 1e-12 relative)
+    # the gamma family at poles, negative, tiny and large arguments: math.lgamma; mpmath for digamma and polygamma
+    # (digamma's zero near 1.4616 compared at atol 1e-13)
+    "lgamma": (lambda x: tj.lgamma(x), [np.concatenate([_GAMMA_X, [-1e300, 1e300, np.inf, -np.inf]])],
+               lambda x: np.array([_lgamma_ref(v) for v in x])),
+    "digamma": (lambda x: tj.digamma(x), [_GAMMA_X], lambda x: np.array([_polygamma_ref(0, v) for v in x])),
+    "polygamma": (lambda x: tj.cat([tj.polygamma(1, x), tj.polygamma(2, x), tj.polygamma(5, x)]), [_GAMMA_X],
+                  lambda x: np.array([_polygamma_ref(n, v) for n in (1, 2, 5) for v in x])),
     "erfinv": (lambda x: tj.erfinv(x), [np.array([-1.0, -0.9999, -0.7, -1e-3, 0.0, 2e-9, 0.3, 0.99, 1.0, 1.5])],
                lambda x: np.array([_erfinv_bisect(v) for v in x])),
     # decompositions, against closed forms (2x2, 3x3) and textbook algorithms; sign-free quantities where LAPACK's

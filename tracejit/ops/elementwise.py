@@ -213,6 +213,26 @@ def _erfinv_np(x):
     return erfinv(x)
 
 
+def _lgamma_np(x):
+    from tracejit.kernels.cpu.special import lgamma_ufunc
+    return lgamma_ufunc(x)
+
+
+def _digamma_np(x):
+    from tracejit.kernels.cpu.special import digamma_ufunc
+    return digamma_ufunc(x)
+
+
+def _polygamma_np(x, n):
+    from tracejit.kernels.cpu.special import polygamma_ufunc
+    return polygamma_ufunc(x, n)
+
+
+def _polygamma_grad(c, g, n):
+    """g * polygamma(n, x): the derivative of digamma (n = 1) and of polygamma(n - 1)."""
+    return g * apply(_R["polygamma"], _x(c), n=n)
+
+
 def _sign_np(x):
     s = np.sign(x)
     return np.where(np.isnan(x), x.dtype.type(0), s) if x.dtype.kind == "f" else s  # PyTorch: sign(nan) = 0
@@ -258,6 +278,9 @@ UNARY = [
      "i"),
     ("erfinv", _erfinv_np, _g(lambda c, g: g * (math.sqrt(math.pi) / 2) * exp(c.out * c.out)), "erfinv({0})",
      "float", "o"),
+    # the gamma family (kernels/cpu/special.py: float64 inside, PyTorch's values at the poles)
+    ("lgamma", _lgamma_np, _g(lambda c, g: g * digamma(_x(c))), "lgamma({0})", "float", "i"),
+    ("digamma", _digamma_np, _g(lambda c, g: _polygamma_grad(c, g, 1)), "digamma({0})", "float", "i"),
     ("reciprocal", lambda x: 1 / x, _g(lambda c, g: -g * c.out * c.out), "(1.0 / {0})", "float", "o"),
     ("sign", _sign_np, _g(lambda c, g: g * 0), "sign({0})", "same", ""),
     ("floor", np.floor, _g(lambda c, g: g * 0), "floor({0})", "same", "", {"int_identity": True}),
@@ -281,6 +304,8 @@ def _round_np(x, decimals=0):
     return np.round(x, decimals) if decimals else np.round(x)
 
 
+pointwise("polygamma", _polygamma_np, _g(lambda c, g: _polygamma_grad(c, g, c.attrs["n"] + 1)),
+          "polygamma({0}, {n})", "float", "i")
 pointwise("round", _round_np, _g(lambda c, g: g * 0), "round_({0}, {decimals})", "same", "", int_identity=True)
 def _gelu_parts(x, approximate="none"):
     """gelu written as its VJP writes its pieces, so that once lowered (after autodiff) the forward's erf or
@@ -500,6 +525,31 @@ for _name in [u[0] for u in UNARY] + [b[0] for b in BINARY]:
 
 def round(input, decimals=0):
     return apply(_R["round"], input, decimals=decimals)
+
+
+def polygamma(n, input):
+    """The n-th derivative of digamma (torch.polygamma: n first; n a non-negative integer)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    return apply(_R["polygamma"], input, n=int(n))
+
+
+def mvlgamma(input, p):
+    """The multivariate log-gamma function of dimension p: sum_j lgamma(x - j/2) + p (p - 1) / 4 log(pi), summed
+    as PyTorch sums it (j = p - 1 down to 0)."""
+    if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
+        raise TypeError(f"mvlgamma(): argument 'p' (position 2) must be int, not {type(p).__name__}")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if not input.dtype.is_floating_point:
+        input = cast(input, D.get_default_dtype())
+    out = None
+    for j in range(p - 1, -1, -1):
+        t = lgamma(input - j * 0.5) if j else lgamma(input)
+        out = t if out is None else out + t
+    return out + p * (p - 1) * math.log(math.pi) / 4
 
 
 def gelu(input, approximate="none"):

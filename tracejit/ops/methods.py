@@ -37,6 +37,7 @@ for name, f in _METHODS.items():
 for name in ("allclose", "isclose", "equal", "index_put", "float_power"):
     _bind(name, getattr(E if hasattr(E, name) else I, name))
 Tensor.where = lambda self, condition, other: E.where(condition, self, other)
+Tensor.polygamma = lambda self, n: E.polygamma(n, self)      # (torch.polygamma takes n first, the method n only)
 Tensor.T = property(lambda self: S.permute(self, tuple(range(self.ndim))[::-1]))
 Tensor.mT = property(lambda self: S.transpose(self, -2, -1))
 Tensor.H = Tensor.T
@@ -72,7 +73,7 @@ _INPLACE = ["add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "sqrt
             "logical_not", "logical_and", "logical_or", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "atan2", "exp2",
             "log2", "log10", "sin", "tan", "asin", "acos", "atan", "sinh", "cosh", "true_divide", "xlogy",
             "index_put", "clip", "mish", "hardsigmoid", "hardswish", "logit", "negative", "multiply", "subtract",
-            "divide", "fmax", "fmin"]
+            "divide", "fmax", "fmin", "lgamma", "digamma", "polygamma", "mvlgamma"]
 for name in _INPLACE:
     fn = getattr(Tensor, name)
     setattr(Tensor, name + "_", make_inplace(lambda self, *a, _f=fn, **k: _f(self, *a, **k)))

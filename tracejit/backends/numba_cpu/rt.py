@@ -55,9 +55,12 @@ globals().update(TYPED)
 HEAVY = frozenset([n for n in TYPED if not n.startswith("relu")] + [
     "exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "exp2", "log2", "log10", "sin",
     "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "fmod", "pow_", "gelu_none", "gelu_tanh",
-    "softplus"])
+    "softplus", "lgamma", "digamma", "polygamma"])
 
 erfinv = special.erfinv_scalar       # (float64 inside; the kernel stores it in the output's dtype)
+lgamma = special.lgamma_scalar       # (the gamma family too)
+digamma = special.digamma_scalar
+polygamma = special.polygamma_scalar    # polygamma(x, n)
 
 # numpy ufuncs on scalars (numba keeps float32 as float32 for these)
 exp2, log2, log10, sqrt = np.exp2, np.log2, np.log10, np.sqrt
@@ -70,7 +73,8 @@ fmax, fmin = np.fmax, np.fmin
 __all__ = ["exp", "expshift", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfinv", "maximum", "minimum", "exp2",
            "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "atan2", "floor", "ceil",
            "trunc", "sign", "signbit", "isnan", "isinf", "isfinite", "fmax", "fmin", "fmod", "relu", "pow_",
-           "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp", "NoAliasCompiler",
+           "remainder", "floor_divide", "round_", "gelu_none", "gelu_tanh", "softplus", "clamp", "lgamma", "digamma",
+           "polygamma", "NoAliasCompiler",
            *TYPED]
 
 

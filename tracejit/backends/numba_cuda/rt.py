@@ -207,6 +207,32 @@ def _erfinv64(y):
     return x
 
 
+# The gamma family: device copies of the CPU runtime's own functions, compiled from the same factories
+# (tracejit.kernels.cpu.special), float64 inside
+def _gamma_family():
+    from tracejit.kernels.cpu import special as sp
+    digamma, zeta = _dev(sp.digamma_fn()), _dev(sp.hurwitz_zeta_fn())
+    return _dev(sp.lgamma_fn()), digamma, _dev(sp.polygamma_fn(digamma, zeta))
+
+
+_lgamma64, _digamma64, _polygamma64 = _gamma_family()
+
+
+@_factory
+def _lgamma(T, c):
+    return lambda x: T(_lgamma64(float(x)))
+
+
+@_factory
+def _digamma(T, c):
+    return lambda x: T(_digamma64(float(x)))
+
+
+@_factory
+def _polygamma(T, c):
+    return lambda x, n: T(_polygamma64(float(x), int(n)))     # (the code generator passes n in the dtype T)
+
+
 # ----------------------------------------------------------------------------- trigonometric / hyperbolic
 
 def _periodic(T, c, fn):
