@@ -72,7 +72,7 @@ def erfinv_scalar(y):
     """The inverse of erf, in float64 whatever y's type: a polynomial first guess (Giles' single-precision
     approximation in w = -log(1 - y^2)), then two Newton steps on math.erf (each squares the relative error:
     exact to a few ulp of float64). -1 and 1 give -inf and inf, |y| > 1 and NaN give NaN."""
-    y = float(y)
+    y = np.float64(y)               # (numba's float() keeps a float32 a float32)
     if y != y:
         return math.nan
     if y <= -1.0:

@@ -83,7 +83,7 @@ def _file_hash(path):
 def _helper_files():
     """The runtime helper modules generated kernels call (numba's cache key does not cover them)."""
     files = []
-    for mod in ("tracejit.kernels.cpu.vmath", "tracejit.kernels.cpu.rows"):
+    for mod in ("tracejit.kernels.cpu.vmath", "tracejit.kernels.cpu.rows", "tracejit.kernels.cpu.special"):
         try:
             spec = importlib.util.find_spec(mod)
             if spec is not None and spec.origin and os.path.isfile(spec.origin):

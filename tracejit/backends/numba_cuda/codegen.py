@@ -15,6 +15,7 @@ One-element inputs are read once before the loop. Constants are module globals f
 per trace) and kernel arguments for eager ops (`params=True`), so `x * 0.5` and `x * 0.25` share a kernel.
 """
 import hashlib
+import importlib.util
 import re
 
 import numpy as np
@@ -24,7 +25,9 @@ from ..scalar_code import const_namer, npname, op_expression, param_namer
 from . import rt
 
 # in the source text, so that the disk cache key covers the runtime (rt.py and the shared helpers it compiles)
-RT_HASH = hashlib.sha256(b"".join(open(f, "rb").read() for f in (rt.__file__, scalar_rt.__file__))).hexdigest()[:16]
+# the runtime's sources, and the scalar special functions it compiles as device functions (kernels/cpu/special.py)
+_RT_FILES = (rt.__file__, scalar_rt.__file__, importlib.util.find_spec("tracejit.kernels.cpu.special").origin)
+RT_HASH = hashlib.sha256(b"".join(open(f, "rb").read() for f in _RT_FILES)).hexdigest()[:16]
 _RT_CALL = re.compile(r"\b(" + "|".join(sorted(rt.NAMES, key=len, reverse=True)) + r")\(")
 
 
