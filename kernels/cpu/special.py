@@ -108,9 +108,7 @@ def erfinv_scalar(y):
     return x
 
 
-@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
-def erfinv_newton(y):
-    """erfinv_scalar over arrays (the erfinv op's eager face, trunc_normal_)."""
+def _erfinv_elem(y):
     return erfinv_scalar(y)
 
 
@@ -209,18 +207,20 @@ def hurwitz_zeta_fn():
     return zeta64
 
 
-def polygamma_fn(digamma, zeta):
+def polygamma_fn():
     """The n-th derivative of digamma: digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x). x < 0: the terms
     (x + k)^-(n+1) up to x + k > 0 (x + k is exact there) are summed directly when there are at most 64 of them,
     each paired with the positive term of its size; else as (-1)^(n+1) (zeta(n+1, 1-f) - zeta(n+1, M+1-f)),
     f = x + M in (0, 1), with zeta(n+1, f) and zeta(n+1, 1-f) added first (at half-integers an even n's terms
     cancel exactly, as in the function). Poles give +inf for odd n and -inf for even n (PyTorch's signs); +inf
-    gives a signed zero, -inf NaN (a limit of poles)."""
+    gives a signed zero, -inf NaN (a limit of poles). It calls digamma and zeta by the global names _digamma64 and
+    _zeta64 (the CPU functions below; the CUDA runtime binds them to its device functions): no closure cells, which
+    numba's disk cache cannot keep."""
     def polygamma64(x, order):
         x = float(x)
         n = int(order)
         if n == 0:
-            return digamma(x)
+            return _digamma64(x)
         if x != x:
             return x
         odd = n % 2 == 1
@@ -232,7 +232,7 @@ def polygamma_fn(digamma, zeta):
         if x == math.inf:
             return 0.0 if odd else -0.0
         if x > 0.0:
-            return sgn * zeta(s, x)
+            return sgn * _zeta64(s, x)
         if x == -math.inf:
             return math.nan
         if x <= -_BIG_INT or math.floor(x) == x:
@@ -244,35 +244,68 @@ def polygamma_fn(digamma, zeta):
             tot = 0.0
             for k in range(m - 1, -1, -1):
                 tot += math.pow(x + (m + k), -s) + math.pow(x + (m - 1 - k), -s)
-            return sgn * (tot + zeta(s, x + 2 * m))
+            return sgn * (tot + _zeta64(s, x + 2 * m))
         f = x + m
-        pair = zeta(s, f) + zeta(s, 1.0 - f) if odd else zeta(s, f) - zeta(s, 1.0 - f)
-        return sgn * (pair - zeta(s, 1.0 - f + m) if odd else pair + zeta(s, 1.0 - f + m))
+        pair = _zeta64(s, f) + _zeta64(s, 1.0 - f) if odd else _zeta64(s, f) - _zeta64(s, 1.0 - f)
+        return sgn * (pair - _zeta64(s, 1.0 - f + m) if odd else pair + _zeta64(s, 1.0 - f + m))
     return polygamma64
 
 
-# float64 signatures: a float32 argument is widened on the call (float(x) of a float32 stays float32 in numba, and
-# math.lgamma would then be lgammaf)
-lgamma_scalar = numba.njit("float64(float64)", cache=True, nogil=True)(lgamma_fn())
-digamma_scalar = numba.njit("float64(float64)", cache=True, nogil=True)(digamma_fn())
-hurwitz_zeta_scalar = numba.njit("float64(float64, float64)", cache=True, nogil=True)(hurwitz_zeta_fn())
-polygamma_scalar = numba.njit("float64(float64, int64)", cache=True, nogil=True)(
-    polygamma_fn(digamma_scalar, hurwitz_zeta_scalar))
+class _LazyUfunc:
+    """A numba ufunc of explicit signatures made at its first call (numba compiles it or loads it from its disk
+    cache then), not at import: the code generator's runtime imports this module in every process that compiles."""
+
+    def __init__(self, signatures, fn):
+        self.signatures, self.fn, self.ufunc = signatures, fn, None
+
+    def __call__(self, *args):
+        if self.ufunc is None:
+            self.ufunc = numba.vectorize(self.signatures, cache=True)(self.fn)
+        return self.ufunc(*args)
 
 
-@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
-def lgamma_ufunc(x):
-    """lgamma_scalar over arrays (the lgamma op's eager face)."""
+# the float64 functions, compiled at first use; the *_scalar entry points widen their argument first (numba's
+# float() keeps a float32 a float32, and math.lgamma of one would be lgammaf)
+_lgamma64 = numba.njit(cache=True, nogil=True)(lgamma_fn())
+_digamma64 = numba.njit(cache=True, nogil=True)(digamma_fn())
+_zeta64 = numba.njit(cache=True, nogil=True)(hurwitz_zeta_fn())
+_polygamma64 = numba.njit(cache=True, nogil=True)(polygamma_fn())
+
+
+@numba.njit(cache=True, nogil=True)
+def lgamma_scalar(x):
+    return _lgamma64(np.float64(x))
+
+
+@numba.njit(cache=True, nogil=True)
+def digamma_scalar(x):
+    return _digamma64(np.float64(x))
+
+
+@numba.njit(cache=True, nogil=True)
+def hurwitz_zeta_scalar(s, x):
+    return _zeta64(np.float64(s), np.float64(x))
+
+
+@numba.njit(cache=True, nogil=True)
+def polygamma_scalar(x, n):
+    return _polygamma64(np.float64(x), np.int64(n))
+
+
+def _lgamma_elem(x):
     return lgamma_scalar(x)
 
 
-@numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
-def digamma_ufunc(x):
-    """digamma_scalar over arrays."""
+def _digamma_elem(x):
     return digamma_scalar(x)
 
 
-@numba.vectorize(["float32(float32, int64)", "float64(float64, int64)"], cache=True)
-def polygamma_ufunc(x, n):
-    """polygamma_scalar over arrays, n a number."""
+def _polygamma_elem(x, n):
     return polygamma_scalar(x, n)
+
+
+# over arrays: the ops' eager faces
+lgamma_ufunc = _LazyUfunc(["float32(float32)", "float64(float64)"], _lgamma_elem)
+digamma_ufunc = _LazyUfunc(["float32(float32)", "float64(float64)"], _digamma_elem)
+polygamma_ufunc = _LazyUfunc(["float32(float32, int64)", "float64(float64, int64)"], _polygamma_elem)
+erfinv_newton = _LazyUfunc(["float32(float32)", "float64(float64)"], _erfinv_elem)   # (trunc_normal_, the erfinv op)

@@ -507,10 +507,11 @@ def test_version_tag_names_the_versions_and_hashes_every_helper(monkeypatch):
     import numba
     import re
     files = dc._helper_files()
-    assert [os.path.relpath(f, os.path.dirname(os.path.dirname(dc.__file__))) for f in files[2:]] == [
+    assert [os.path.relpath(f, os.path.dirname(os.path.dirname(dc.__file__))) for f in files[3:]] == [
         os.path.join("backends", "numba_cpu", "rt.py"), os.path.join("backends", "scalar_rt.py"),
         os.path.join("backends", "diskcache.py")]
-    assert [os.path.basename(f) for f in files[:2]] == ["vmath.py", "rows.py"] and all(map(os.path.isfile, files))
+    assert [os.path.basename(f) for f in files[:3]] == ["vmath.py", "rows.py", "special.py"] and \
+        all(map(os.path.isfile, files))
     monkeypatch.setattr(dc, "_TAG", None)
     tag = dc.version_tag()
     py = f"{sys.version_info[0]}{sys.version_info[1]}"

@@ -210,9 +210,12 @@ def _erfinv64(y):
 # The gamma family: device copies of the CPU runtime's own functions, compiled from the same factories
 # (tracejit.kernels.cpu.special), float64 inside
 def _gamma_family():
+    import types
     from tracejit.kernels.cpu import special as sp
     digamma, zeta = _dev(sp.digamma_fn()), _dev(sp.hurwitz_zeta_fn())
-    return _dev(sp.lgamma_fn()), digamma, _dev(sp.polygamma_fn(digamma, zeta))
+    pg = sp.polygamma_fn()          # (it calls _digamma64 and _zeta64 by global name: here, the device functions)
+    pg = types.FunctionType(pg.__code__, {**pg.__globals__, "_digamma64": digamma, "_zeta64": zeta}, pg.__name__)
+    return _dev(sp.lgamma_fn()), digamma, _dev(pg)
 
 
 _lgamma64, _digamma64, _polygamma64 = _gamma_family()
