@@ -67,45 +67,42 @@ def gelu_backward(g, x, k, tanh_form):
     return out
 
 
+def erfinv_fn():
+    """The inverse of erf in float64: a polynomial first guess (Giles' single-precision approximation in
+    w = -log(1 - y^2)), then two Newton steps on math.erf (each squares the relative error: a few ulp of float64).
+    -1 and 1 give -inf and inf, |y| > 1 and NaN give NaN. A factory, as the gamma family's below: numba.njit here,
+    cuda.jit(device=True) in the CUDA runtime."""
+    def erfinv64(y):
+        if y != y or y < -1.0 or y > 1.0:
+            return math.nan
+        if y == -1.0 or y == 1.0:
+            return math.copysign(math.inf, y)
+        w = -math.log((1.0 - y) * (1.0 + y))
+        if w < 5.0:
+            w -= 2.5
+            p = 2.81022636e-08
+            for k in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                      -0.00417768164, 0.246640727, 1.50140941):
+                p = k + p * w
+        else:
+            w = math.sqrt(w) - 3.0
+            p = -0.000200214257
+            for k in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                      1.00167406, 2.83297682):
+                p = k + p * w
+        x = p * y
+        for _ in range(2):
+            x -= (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))       # (2 / sqrt(pi))
+        return x
+    return erfinv64
+
+
+_erfinv64 = numba.njit(cache=True, nogil=True)(erfinv_fn())
+
+
 @numba.njit(cache=True, nogil=True)
 def erfinv_scalar(y):
-    """The inverse of erf, in float64 whatever y's type: a polynomial first guess (Giles' single-precision
-    approximation in w = -log(1 - y^2)), then two Newton steps on math.erf (each squares the relative error:
-    exact to a few ulp of float64). -1 and 1 give -inf and inf, |y| > 1 and NaN give NaN."""
-    y = np.float64(y)               # (numba's float() keeps a float32 a float32)
-    if y != y:
-        return math.nan
-    if y <= -1.0:
-        return -math.inf if y == -1.0 else math.nan
-    if y >= 1.0:
-        return math.inf if y == 1.0 else math.nan
-    w = -math.log((1.0 - y) * (1.0 + y))
-    if w < 5.0:
-        w -= 2.5
-        p = 2.81022636e-08
-        p = 3.43273939e-07 + p * w
-        p = -3.5233877e-06 + p * w
-        p = -4.39150654e-06 + p * w
-        p = 0.00021858087 + p * w
-        p = -0.00125372503 + p * w
-        p = -0.00417768164 + p * w
-        p = 0.246640727 + p * w
-        p = 1.50140941 + p * w
-    else:
-        w = math.sqrt(w) - 3.0
-        p = -0.000200214257
-        p = 0.000100950558 + p * w
-        p = 0.00134934322 + p * w
-        p = -0.00367342844 + p * w
-        p = 0.00573950773 + p * w
-        p = -0.0076224613 + p * w
-        p = 0.00943887047 + p * w
-        p = 1.00167406 + p * w
-        p = 2.83297682 + p * w
-    x = p * y
-    for _ in range(2):
-        x -= (math.erf(x) - y) / (2.0 / math.sqrt(math.pi) * math.exp(-x * x))
-    return x
+    return _erfinv64(np.float64(y))     # (numba's float() keeps a float32 a float32)
 
 
 def _erfinv_elem(y):

@@ -181,33 +181,7 @@ def _erfinv(T, c):
     return f
 
 
-@_dev
-def _erfinv64(y):
-    """erfinv in float64 as the CPU runtime's (kernels/cpu/special.py): the same first guess, two Newton steps."""
-    if y != y or y < -1.0 or y > 1.0:
-        return math.nan
-    if y == -1.0 or y == 1.0:
-        return math.copysign(math.inf, y)
-    w = -math.log((1.0 - y) * (1.0 + y))
-    if w < 5.0:
-        w -= 2.5
-        p = 2.81022636e-08
-        for k in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-                  -0.00417768164, 0.246640727, 1.50140941):
-            p = k + p * w
-    else:
-        w = math.sqrt(w) - 3.0
-        p = -0.000200214257
-        for k in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-                  1.00167406, 2.83297682):
-            p = k + p * w
-    x = p * y
-    for _ in range(2):
-        x -= (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))
-    return x
-
-
-# The gamma family: device copies of the CPU runtime's own functions, compiled from the same factories
+# The gamma family and erfinv: device copies of the CPU runtime's own functions, compiled from the same factories
 # (tracejit.kernels.cpu.special), float64 inside
 def _gamma_family():
     import types
@@ -215,10 +189,10 @@ def _gamma_family():
     digamma, zeta = _dev(sp.digamma_fn()), _dev(sp.hurwitz_zeta_fn())
     pg = sp.polygamma_fn()          # (it calls _digamma64 and _zeta64 by global name: here, the device functions)
     pg = types.FunctionType(pg.__code__, {**pg.__globals__, "_digamma64": digamma, "_zeta64": zeta}, pg.__name__)
-    return _dev(sp.lgamma_fn()), digamma, _dev(pg)
+    return _dev(sp.lgamma_fn()), digamma, _dev(pg), _dev(sp.erfinv_fn())
 
 
-_lgamma64, _digamma64, _polygamma64 = _gamma_family()
+_lgamma64, _digamma64, _polygamma64, _erfinv64 = _gamma_family()
 
 
 @_factory
