@@ -4,8 +4,9 @@
 # 1. the machine (GPU, CPU model and vector ISA, LLVM host CPU, package versions);
 # 2. tests/cuda_sim on the real GPU (TRACEJIT_TEST_GPU=1; the same tests the simulator runs, at the same sizes);
 # 3. benches/bench_gpu.py (fused chain vs the copy roof, MLP step eager vs traced on the GPU);
-# 4. on a CPU with AVX-512: the CPU chain benches with the AVX-512 kernels and forced to AVX2
-#    (TRACEJIT_VECTOR_BITS=256), against jax.jit on the CPU (issue 18's measurements).
+# 4. on a CPU with AVX-512 (issue 18's measurements): benches/bench_interleave.py with the AVX-512 kernels (before
+#    the GPU tests, whose compiles would disturb it) and forced to AVX2 (TRACEJIT_VECTOR_BITS=256), then the long
+#    chains and the fused chain against numpy, torch.compile and jax.jit on the CPU.
 # Nothing is installed: the checkout is put on PYTHONPATH. Logs go to OUTDIR (default ./gpu_check_out).
 OUT=${1:-gpu_check_out}
 mkdir -p "$OUT"
@@ -27,17 +28,22 @@ import tracejit
 print("cuda available", tracejit.cuda.is_available(), "simulator", tracejit.cuda.simulator())
 PYEOF
 } 2>&1 | tee "$OUT/machine.txt"
+AVX512=$(grep -q -w avx512f /proc/cpuinfo && [ -z "$NO_CPU" ] && echo 1)
+ic_ab() {   # bits configs
+  echo "== CPU loop knobs, TRACEJIT_VECTOR_BITS=$1"
+  TRACEJIT_VECTOR_BITS=$1 timeout ${IC_TIMEOUT:-110} $PY benches/bench_interleave.py --configs "$2" 2>&1 \
+    | tee "$OUT/interleave_$1.log" | tail -24
+}
+[ -n "$AVX512" ] && ic_ab 512 '[{}, {"INTERLEAVE": 8}, {"INTERLEAVE": 2}, {"STAGE_HEAVY": 2}, {}]'
 echo "== tests/cuda_sim on the GPU"
 TRACEJIT_TEST_GPU=1 timeout ${TEST_TIMEOUT:-300} $PY -m pytest -q -o addopts= -p no:cacheprovider -n ${WORKERS:-8} \
   -W ignore::RuntimeWarning tests/cuda_sim 2>&1 | tee "$OUT/cuda_tests.log" | tail -40
 echo "== benches/bench_gpu.py"
 timeout ${BENCH_TIMEOUT:-150} $PY benches/bench_gpu.py 2>&1 | tee "$OUT/bench_gpu.log" | tail -40
-if grep -q -w avx512f /proc/cpuinfo && [ -z "$NO_CPU" ]; then
-  for bits in 512 256; do
-    echo "== CPU chains, TRACEJIT_VECTOR_BITS=$bits"
-    TRACEJIT_VECTOR_BITS=$bits timeout ${CPU_TIMEOUT:-150} $PY -m tracejit bench long_chains --compare jax \
-      --json "$OUT/long_chains_$bits.json" 2>&1 | tee "$OUT/long_chains_$bits.log" | tail -24
-    TRACEJIT_VECTOR_BITS=$bits timeout ${CPU_TIMEOUT:-150} $PY benches/bench_fused_chain.py --sizes 4M,16M 2>&1 \
-      | tee "$OUT/fused_chain_$bits.log" | tail -20
-  done
+if [ -n "$AVX512" ]; then
+  ic_ab 256 '[{}, {"INTERLEAVE": 4}, {}]'
+  echo "== CPU long chains and fused chain (default: AVX-512 kernels)"
+  timeout ${CPU_TIMEOUT:-110} $PY -m tracejit bench long_chains --json "$OUT/long_chains.json" 2>&1 \
+    | tee "$OUT/long_chains.log" | tail -24
+  timeout ${CPU_TIMEOUT:-110} $PY benches/bench_fused_chain.py --sizes 4M,16M 2>&1 | tee "$OUT/fused_chain.log" | tail -20
 fi
