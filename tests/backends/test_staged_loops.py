@@ -155,18 +155,20 @@ def test_interleaved_vectors_from_interleave_min(monkeypatch):
     np.testing.assert_allclose(outs[4, 5000], sig(np.tanh(big * 0.7 + 0.2) * 1.5) + np.exp(big * 0.25), rtol=2e-6)
 
 
-def test_interleave_keeps_64_floats_in_flight_whatever_the_vector_width(monkeypatch):
-    # unset, INTERLEAVE follows the vector width numba compiles for: 8 vectors of 256 (or 128) bits, 4 of 512;
-    # TRACEJIT_INTERLEAVE (the module's INTERLEAVE) overrides it, 0 leaves LLVM its own choice
+def test_interleave_is_chosen_per_cpu(monkeypatch):
+    # unset, INTERLEAVE follows the CPU numba compiles for: 8 vectors, except 4 on Intel at 256 bits or less
+    # (measured: codegen.interleave's docstring); TRACEJIT_INTERLEAVE (the module's INTERLEAVE) overrides it,
+    # 0 leaves LLVM its own choice
     import tracejit.kernels.cpu as kcpu
-    for bits, ic in ((512, 4), (256, 8), (128, 8)):
-        codegen._interleave_for_width.cache_clear()
-        monkeypatch.setattr(kcpu, "vector_info", lambda bits=bits: {"vector_bits": bits})
+    for cpu, bits, ic in (("emeraldrapids", 512, 8), ("emeraldrapids", 256, 4), ("haswell", 256, 4),
+                          ("znver4", 256, 8), ("znver3", 256, 8), ("znver4", 512, 8), ("x86-64", 128, 4)):
+        codegen._interleave_for_cpu.cache_clear()
+        monkeypatch.setattr(kcpu, "vector_info", lambda cpu=cpu, bits=bits: {"llvm_cpu": cpu, "vector_bits": bits})
         monkeypatch.setattr(codegen, "INTERLEAVE", None)
-        assert codegen.interleave() == ic
+        assert codegen.interleave() == ic, (cpu, bits)
         monkeypatch.setattr(codegen, "INTERLEAVE", 0)
         assert codegen.interleave() == 0
-    codegen._interleave_for_width.cache_clear()
+    codegen._interleave_for_cpu.cache_clear()
 
 
 def test_vector_interleave_applies_to_its_kernels_only():

@@ -162,9 +162,10 @@ def test_each_vector_instruction_set_computes_the_same_numbers(tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         r = json.loads(out.stdout.strip().splitlines()[-1])
         # (a kernel this large with vmath calls compiles with codegen.INTERLEAVE vectors per loop iteration)
-        # (8 vectors of 256 or 128 bits, 4 of 512: 64 floats in flight)
+        # (8 vectors, except 4 on Intel at 256 bits or less)
         assert r["info"]["vector_bits"] == int(bits) and r["staged"] and all(r["interleaved"]), (bits, r)
-        assert r["ic"] == (4 if bits == "512" else 8), (bits, r)
+        amd = r["info"]["llvm_cpu"].startswith("znver")
+        assert r["ic"] == (8 if bits == "512" or amd else 4), (bits, r)
         assert r["zmm"] == (bits == "512") and r["ymm"] == (bits != "128"), (bits, r)
         # vmath's float32 functions are within 2 ulp: relative error <= 2.4e-7 (the composite: a few roundings,
         # relative to the size of its two terms)

@@ -48,19 +48,25 @@ INTERLEAVE_MIN = 1 << 16
 
 
 def interleave():
-    """Vectors per loop iteration for loops of costly calls: INTERLEAVE where set, else 64 floats in flight, i.e.
-    8 vectors of 256 bits (measured above) and 4 of 512 bits: with AVX-512's 32 registers the loop of one
-    sigmoid then keeps everything in registers (asm of u(x * 0.7 + 0.2) compiled for znver4 with AVX-512: 4
-    vectors, 130 instructions and no stack access; 8 vectors, 269 and 22 stack accesses; at 256 bits 8 vectors
-    take 318 instructions and 68 stack accesses). The 512-bit choice is from that asm, not a timing: no machine
-    with AVX-512 was at hand."""
-    return INTERLEAVE if INTERLEAVE is not None else _interleave_for_width()
+    """Vectors per loop iteration for loops of costly calls: INTERLEAVE where set, else chosen per CPU from
+    bench_interleave.py's A/B (ten rounds of u(x * 0.7 + 0.2), 1M float32, one thread, medians, ns/el/op for exp,
+    tanh, sigmoid, exp/tanh alternating):
+    - AMD EPYC znver4 (AVX2, 256 bits): 4 vectors 0.44 / 0.54 / 0.60 / 0.48, 8 vectors 0.47 / 0.47 / 0.52 / 0.46;
+    - Intel Xeon emeraldrapids at 512 bits: 4 vectors 0.39 / 0.56 / 0.59 / 0.47, 8 vectors 0.38 / 0.54 / 0.55 /
+      0.45 (8 spills a few registers and is still as fast or faster); forced to 256 bits: 4 vectors 0.53 / 0.57 /
+      0.62 / 0.54, 8 vectors 0.54 / 0.56 / 0.67 / 0.71.
+    So 8, except on Intel (any CPU LLVM does not name znver) at 256 bits or less: 4. AMD with AVX-512 (znver4/5
+    without a VM hiding it) is unmeasured and gets 8."""
+    return INTERLEAVE if INTERLEAVE is not None else _interleave_for_cpu()
 
 
 @functools.cache
-def _interleave_for_width():
+def _interleave_for_cpu():
     from tracejit.kernels.cpu import vector_info
-    return 4 if vector_info()["vector_bits"] >= 512 else 8
+    info = vector_info()
+    return 4 if info["vector_bits"] <= 256 and not info["llvm_cpu"].startswith("znver") else 8
+
+
 _SUFFIX = {"float32": "_f32", "float64": "_f64"}
 _TYPED_CALL = []          # the regex of rt.TYPED's generic names, made at first use (rt imports numba)
 
