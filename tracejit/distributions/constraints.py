@@ -110,6 +110,67 @@ class _OneHot(Constraint):
         return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
 
 
+class _IntegerGreaterThan(Constraint):
+    """Integers >= lower_bound (counts: Poisson, Geometric)."""
+    is_discrete = True
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound)
+
+    def __repr__(self):
+        return f"IntegerGreaterThan(lower_bound={_fmt(self.lower_bound)})"
+
+
+class _Multinomial(Constraint):
+    """Vectors of nonnegative counts summing to at most upper_bound (PyTorch checks this weaker condition too)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return (value >= 0).all(-1) & (value.sum(-1) <= self.upper_bound)
+
+
+class _LowerTriangular(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return (value.tril() == value).all(-1).all(-1)
+
+
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with a positive diagonal: the Cholesky factors."""
+    event_dim = 2
+
+    def check(self, value):
+        return _LowerTriangular().check(value) & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+class _Symmetric(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        import tracejit as tj
+        return tj.isclose(value, value.mT, atol=1e-6).all(-2).all(-1)
+
+
+class _PositiveDefinite(_Symmetric):
+    """Symmetric matrices whose eigenvalues are all positive (PyTorch asks whether a Cholesky factorization
+    succeeds; tracejit's cholesky raises instead of reporting, so the smallest eigenvalue is asked)."""
+
+    def check(self, value):
+        import tracejit as tj
+        sym = super().check(value)
+        if not bool(sym.all()):
+            return sym
+        return tj.linalg.eigvalsh(value)[..., 0] > 0
+
+
 class _IndependentConstraint(Constraint):
     """base_constraint over the rightmost `reinterpreted_batch_ndims` dims, all of which must hold."""
 
@@ -143,3 +204,10 @@ interval = _Interval
 integer_interval = _IntegerInterval
 independent = _IndependentConstraint
 real_vector = _IndependentConstraint(real, 1)
+nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
+multinomial = _Multinomial
+lower_triangular = _LowerTriangular()
+lower_cholesky = _LowerCholesky()
+symmetric = _Symmetric()
+positive_definite = _PositiveDefinite()

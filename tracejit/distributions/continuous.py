@@ -1,5 +1,6 @@
-"""Continuous distributions over real numbers: Normal, LogNormal, Uniform, Laplace, Exponential. Samples are
-reparameterized (a function of the parameters and parameter-free noise), so rsample carries gradients to them."""
+"""Continuous distributions over real numbers: Normal, LogNormal, Uniform, Laplace, Exponential, Cauchy, Gumbel,
+HalfNormal, HalfCauchy. Samples are reparameterized (a function of the parameters and parameter-free noise), so rsample
+carries gradients to them."""
 import math
 
 import tracejit as tj
@@ -190,3 +191,118 @@ class Exponential(Distribution):
 
     def entropy(self):
         return 1.0 - tj.log(self.rate)
+
+
+class Cauchy(_LocScale):
+    """Cauchy (Lorentz): no mean or variance (nan and inf, as PyTorch reports them)."""
+    mean = property(lambda self: tj.full(tuple(self._extended_shape()), float("nan"), dtype=self.loc.dtype))
+    variance = property(lambda self: tj.full(tuple(self._extended_shape()), float("inf"), dtype=self.loc.dtype))
+
+    def rsample(self, sample_shape=()):
+        u = tj.rand(tuple(self._extended_shape(sample_shape)), dtype=self.loc.dtype)
+        return self.loc + tj.tan(math.pi * (u - 0.5)) * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -math.log(math.pi) - tj.log(self.scale) - tj.log1p(((value - self.loc) / self.scale) ** 2)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return tj.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def icdf(self, value):
+        return tj.tan(math.pi * (value - 0.5)) * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + tj.log(self.scale)
+
+
+_EULER = 0.57721566490153286061
+
+
+class Gumbel(_LocScale):
+    """Gumbel (type-I extreme value): loc - scale * log(-log U) for U uniform (PyTorch's chain of transforms of a
+    Uniform, written out)."""
+    mean = property(lambda self: self.loc + self.scale * _EULER)
+    stddev = property(lambda self: (math.pi / math.sqrt(6)) * self.scale)
+    variance = property(lambda self: self.stddev ** 2)
+
+    def rsample(self, sample_shape=()):
+        fi = finfo(self.loc.dtype)
+        u = tj.rand(tuple(self._extended_shape(sample_shape)), dtype=self.loc.dtype)
+        u = u.clamp(min=float(fi.tiny), max=1 - float(fi.eps))
+        return self.loc - self.scale * tj.log(-tj.log(u))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (self.loc - value) / self.scale
+        return (y - tj.exp(y)) - tj.log(self.scale)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return tj.exp(-tj.exp((self.loc - value) / self.scale))
+
+    def icdf(self, value):
+        return self.loc - self.scale * tj.log(-tj.log(value))
+
+    def entropy(self):
+        return tj.log(self.scale) + (1 + _EULER)
+
+
+class _Folded(Distribution):
+    """|X| for X of a symmetric base distribution around 0 of the given scale (HalfNormal, HalfCauchy: PyTorch's
+    TransformedDistribution by AbsTransform, written out)."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+    _params = {"scale": 0}
+    _base = None
+
+    def __init__(self, scale, validate_args=None):
+        (self.scale,) = broadcast_all(scale)
+        super().__init__(self.scale.size(), validate_args=validate_args)
+
+    @property
+    def base_dist(self):
+        return self._base(tj.zeros_like(self.scale), self.scale, validate_args=False)
+
+    mode = property(lambda self: tj.zeros_like(self.scale))
+
+    def rsample(self, sample_shape=()):
+        return self.base_dist.rsample(sample_shape).abs()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        lp = self.base_dist.log_prob(value) + math.log(2)
+        return tj.where(value >= 0, lp, float("-inf"))
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+    def __repr__(self):                 # (PyTorch's shows no parameters: they live in its base distribution)
+        return f"{type(self).__name__}()"
+
+
+class HalfNormal(_Folded):
+    _base = Normal
+    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
+    variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
+
+
+class HalfCauchy(_Folded):
+    _base = Cauchy
+    mean = property(lambda self: tj.full(tuple(self._extended_shape()), float("inf"), dtype=self.scale.dtype))
+    variance = property(lambda self: self.base_dist.variance)

@@ -4,8 +4,11 @@ import math
 
 import tracejit as tj
 
-from .continuous import Exponential, Laplace, LogNormal, Normal, Uniform
+from .continuous import _EULER, Cauchy, Exponential, Gumbel, HalfNormal, Laplace, LogNormal, Normal, Uniform
+from .counts import Binomial, Geometric, Poisson
 from .discrete import Bernoulli, Categorical, OneHotCategorical
+from .gamma import Beta, Dirichlet, Gamma
+from .multivariate_normal import MultivariateNormal, _batch_mahalanobis
 from .independent import Independent
 from .utils import sum_rightmost
 
@@ -119,3 +122,99 @@ def _kl_normal_laplace(p, q):
     t2 = math.sqrt(2 / math.pi) * p.scale * tj.exp(-0.5 * loc_diff_scale_ratio ** 2)
     t3 = loc_diff * tj.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
     return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * tj.log(p.rate / q.rate)
+    t2 = tj.lgamma(q.concentration) - tj.lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * tj.digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * tj.log(ratio)
+    return t1 + ratio + tj.lgamma(q.concentration) + q.concentration * _EULER - (1 + _EULER)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - tj.log(q.rate) + q.rate * (p.concentration / p.rate)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    a1, b1, a2, b2 = p.concentration1, p.concentration0, q.concentration1, q.concentration0
+    s1, s2 = a1 + b1, a2 + b2
+    t1 = tj.lgamma(a2) + tj.lgamma(b2) + tj.lgamma(s1)
+    t2 = tj.lgamma(a1) + tj.lgamma(b1) + tj.lgamma(s2)
+    t3 = (a1 - a2) * tj.digamma(a1) + (b1 - b2) * tj.digamma(b1)
+    return t1 - t2 + t3 + (s2 - s1) * tj.digamma(s1)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    cp, cq = p.concentration, q.concentration
+    sp, sq = cp.sum(-1), cq.sum(-1)
+    t1 = tj.lgamma(sp) - tj.lgamma(sq)
+    t2 = (tj.lgamma(cp) - tj.lgamma(cq)).sum(-1)
+    t3 = ((cp - cq) * (tj.digamma(cp) - tj.digamma(sp).unsqueeze(-1))).sum(-1)
+    return t1 - t2 + t3
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (tj.log(p.rate) - tj.log(q.rate)) - (p.rate - q.rate)
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    """Closed form where both count the same trials; inf where p has more trials than q (q rules out p's top
+    counts); PyTorch leaves q with more trials than p unimplemented, and so does this."""
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL between Binomials where q.total_count > p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + tj.log1p(-p.probs) - tj.log1p(-q.probs))
+    return tj.where(p.total_count > q.total_count, _INF, kl)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - tj.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -tj.log(ct1) - ct2 + ct3
+    t3 = tj.exp(ct2 + tj.lgamma(1 + ct1) - ct3)
+    return t1 + ct1 * _EULER + t3 - (1 + _EULER)
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    num = (p.scale + q.scale) ** 2 + (p.loc - q.loc) ** 2
+    return tj.log(num / (4 * p.scale * q.scale))
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    """log(|Sq| / |Sp|) / 2 + (tr(Sq^-1 Sp) + Mahalanobis(mq - mp) - k) / 2, all from the Cholesky factors."""
+    if tuple(p.event_shape) != tuple(q.event_shape):
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot be "
+                         "computed")
+    lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = q._half_log_det() - p._half_log_det()
+    shape = tuple(tj.broadcast_shapes(tuple(lq.shape[:-2]), tuple(lp.shape[:-2]))) + tuple(lp.shape[-2:])
+    term2 = (tj.linalg.solve_triangular(lq.expand(shape), lp.expand(shape), upper=False) ** 2).sum((-2, -1))
+    term3 = _batch_mahalanobis(lq, q.loc - p.loc)
+    return half_term1 + 0.5 * (term2 + term3 - p.event_shape[0])
