@@ -17,9 +17,14 @@ holds the padded columns p, p + S, ...), so that each kernel column is again a c
 - input gradient (stride 1): the forward convolution of the padded g with the flipped, transposed weights.
 
 Used where `direct` holds (float32, one group, more than one tap, the output width a multiple or a divisor of
-NR); else conv.py's products. Vector width 8 floats (256 bits) on every CPU: LLVM lowers it to two
-SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA.
+NR); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8: AVX2; LLVM lowers a vector to two
+SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA), or, where numba compiles for
+512-bit vectors (AVX-512: `vector_info`), one vector of 16 (LANES = 16) with MR = 16 rows: 16 accumulators of
+AVX-512's 32 registers. TRACEJIT_CONV_LANES=8 or 16 overrides the choice (16 on an AVX2 CPU runs, split by LLVM
+into halves, slowly: for testing that code here); an override compiles these kernels without numba's disk cache,
+whose key would not tell the two apart.
 """
+import os
 import types as types_
 
 import numba
@@ -29,14 +34,22 @@ from numba import prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import vector_info
 from .conv import conv_out_size
 
 
-NR = 16          # output positions per panel (a tile's row: two vectors of 8 floats)
-VL = 8           # floats per vector
+NR = 16          # output positions per panel (a tile's row: NR // LANES vectors)
+VL = 8           # floats per vector of the 8-float helpers (_transpose8)
+_NATURAL_LANES = 16 if vector_info()["vector_bits"] >= 512 else 8
+LANES = int(os.environ.get("TRACEJIT_CONV_LANES", "").strip() or _NATURAL_LANES)
+if LANES not in (8, 16):
+    raise ValueError(f"TRACEJIT_CONV_LANES={LANES}: choose 8 or 16 (floats per vector of the convolution tiles)")
+_CACHE = LANES == _NATURAL_LANES
 ENABLED = True   # tests turn it off to reach kernels/cpu/conv.py's BLAS products for every shape
 WIDE = 64        # positions per panel of the weight gradient (its tiles' reduction)
-MR = 6           # rows of an `_outer` tile (12 accumulators; 4 left too few in flight: 63 vs 75 GFLOP/s)
+# rows of an `_outer` tile: at 8 lanes 6 (12 accumulators; 4 left too few in flight: 63 vs 75 GFLOP/s, AMD EPYC
+# znver3), at 16 lanes 16 (16 accumulators; two FMA units of 4 cycles' latency need 8 in flight)
+MR = 6 if LANES == 8 else 16
 
 
 def direct(dtype, groups, stride, padding, dilation, kernel, out_size):
@@ -60,25 +73,25 @@ def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_si
     return direct(dtype, groups, stride, padding, dilation, (2, 1), out_size)
 
 
-def _ir_types():
+def _ir_types(width=VL):
     f32 = ir.FloatType()
-    vt = ir.VectorType(f32, VL)
+    vt = ir.VectorType(f32, width)
     return f32, vt, ir.IntType(64)
 
 
-def _fmuladd(builder):
-    _, vt, _ = _ir_types()
-    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fmuladd.v{VL}f32")
+def _fmuladd(builder, width):
+    _, vt, _ = _ir_types(width)
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), f"llvm.fmuladd.v{width}f32")
 
 
-def _vload(builder, p, k):
-    _, vt, i64 = _ir_types()
+def _vload(builder, p, k, width):
+    _, vt, i64 = _ir_types(width)
     return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(i64, k)]), vt.as_pointer()), align=4)
 
 
 def _vstore(builder, v, p, k):
-    _, vt, i64 = _ir_types()
-    builder.store(v, builder.bitcast(builder.gep(p, [ir.Constant(i64, k)]), vt.as_pointer()), align=4)
+    _, _, i64 = _ir_types()
+    builder.store(v, builder.bitcast(builder.gep(p, [ir.Constant(i64, k)]), v.type.as_pointer()), align=4)
 
 
 def _counted_loop(builder, n, carried, body):
@@ -117,20 +130,22 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
     r < mr, t running over the three-level index range q (a_s, b_s: the strides per level): a reduction over
     (channel, kernel row, kernel column), or the weight gradient's (image, row, column), read in place. a, b, c
     are float32 arrays read and written through their data pointers (offsets and strides in floats, unchecked);
-    `mr`, `add` (0: set C, 1: add to it) and `unroll` literals; B's row is two 8-float vectors, the second b_h floats after the first.
+    `mr`, `add` (0: set C, 1: add to it) and `unroll` literals; B's row is two runs of 8 floats, the second b_h floats
+    after the first: two vectors (LANES 8) or one, joined by a shuffle (LANES 16; a 512-bit insert per step).
     unroll > 0: the last level has that many steps, unrolled (a 3x3 kernel's three columns: the forward of the
     ResNet bench's 16-channel layer 1.50 -> 0.97 ms, one thread, AMD EPYC znver3; a loop of three steps
     mispredicts its exit), step j's B at the offset b_j[j] (the column planes of a strided convolution, see
     `planes`) or, b_j None, j*b_s[2] (three offsets held in registers slowed a stride-1 forward by ~8%: the
     32-channel 8x8 layer 0.97 -> 1.07 ms, AMD EPYC znver3)."""
     rows, adds, unrolled = _literal(mr), _literal(add), _literal(unroll)
-    if rows is None or adds is None or unrolled is None or not 1 <= rows <= 8 or \
+    if rows is None or adds is None or unrolled is None or not 1 <= rows <= 16 or \
             not all(isinstance(t, types.Array) and t.dtype == types.float32 for t in (a, b, c)):
         return None
     sig = types.void(a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, add, unroll)
 
     def codegen(context, builder, sig, args):
-        f32, vt, i64 = _ir_types()
+        f32, vt, i64 = _ir_types(LANES)
+        per_row = NR // LANES
         (A, a0, a_s, a_r, B, b0, b_s, b_j, b_h, C, c0, c_r, q) = args[:13]
         ints = lambda v: builder.sext(v, i64) if v.type.width < 64 else v      # noqa: E731
         levels = lambda tup: [ints(builder.extract_value(tup, d)) for d in range(3)]   # noqa: E731
@@ -140,19 +155,22 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
         a_r, b_h, c_r = ints(a_r), ints(b_h), ints(c_r)
         av, bv, cv = [builder.gep(context.make_array(sig.args[k])(context, builder, arr).data, [ints(o)])
                       for k, arr, o in ((0, A, a0), (4, B, b0), (9, C, c0))]
-        fma = _fmuladd(builder)
-        splat = ir.Constant(ir.VectorType(ir.IntType(32), VL), [0] * VL)
-        zero = ir.Constant(vt, [0.0] * VL)
+        fma = _fmuladd(builder, LANES)
+        splat = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        zero = ir.Constant(vt, [0.0] * LANES)
+        join = ir.Constant(ir.VectorType(ir.IntType(32), NR), list(range(NR)))
 
         def step(ap, bp, acc):
-            bs = [_vload(builder, bp, 0), _vload(builder, builder.gep(bp, [b_h]), 0)]
+            bs = [_vload(builder, bp, 0, 8), _vload(builder, builder.gep(bp, [b_h]), 0, 8)]
+            if per_row == 1:
+                bs = [builder.shuffle_vector(bs[0], bs[1], join)]
             out = []
             for r in range(rows):
                 s = builder.load(builder.gep(ap, [builder.mul(a_r, ir.Constant(i64, r))]))
                 v = builder.shuffle_vector(builder.insert_element(ir.Constant(vt, ir.Undefined), s,
                                                                   ir.Constant(ir.IntType(32), 0)),
                                            ir.Constant(vt, ir.Undefined), splat)
-                out += [builder.call(fma, [v, bs[h], acc[2 * r + h]]) for h in range(2)]
+                out += [builder.call(fma, [v, bs[h], acc[per_row * r + h]]) for h in range(per_row)]
             return out
 
         def level(d, ap, bp, acc):
@@ -168,22 +186,25 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
                 d + 1, builder.gep(ap, [builder.mul(t, a_s[d])]), builder.gep(bp, [builder.mul(t, b_s[d])]), acc))
 
         cps = [builder.gep(cv, [builder.mul(c_r, ir.Constant(i64, r))]) for r in range(rows)]
-        init = [_vload(builder, cp, h * VL) if adds else zero for cp in cps for h in range(2)]
+        init = [_vload(builder, cp, h * LANES, LANES) if adds else zero for cp in cps for h in range(per_row)]
         acc = level(0, av, bv, init)
         for r, cp in enumerate(cps):
-            for h in range(2):
-                _vstore(builder, acc[2 * r + h], cp, h * VL)
+            for h in range(per_row):
+                _vstore(builder, acc[per_row * r + h], cp, h * LANES)
         return context.get_dummy_value()
     return sig, codegen
 
 
 def _rows(add, unroll=0):
     def rows(a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, m):
-        """`_outer` over m rows: tiles of MR, then a tail of 4, 2, 1 (`add`, `unroll`: _outer's)."""
+        """`_outer` over m rows: tiles of MR, then a tail of 8, 4, 2, 1 (`add`, `unroll`: _outer's)."""
         r = 0
         while r + MR <= m:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, MR, add, unroll)
             r += MR
+        if m - r >= 8:
+            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 8, add, unroll)
+            r += 8
         if m - r >= 4:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 4, add, unroll)
             r += 4
@@ -192,7 +213,7 @@ def _rows(add, unroll=0):
             r += 2
         if m - r >= 1:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 1, add, unroll)
-    return numba.njit(cache=True, nogil=True, inline="always")(rows)
+    return numba.njit(cache=_CACHE, nogil=True, inline="always")(rows)
 
 
 _outer_rows, _outer_rows_add, _outer_rows3 = _rows(0), _rows(1), _rows(0, 3)
@@ -546,7 +567,7 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
 
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
-_SEQ = {f.__name__: numba.njit(cache=True, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
+_SEQ = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
                                                                      _input_grad_cols)}
 _panel = _SEQ["_panel"]
 _PAR = {}
@@ -555,7 +576,7 @@ _PAR = {}
 _forward_seq, _weight_grad_seq, _input_grad_cols_seq = _SEQ["_forward"], _SEQ["_weight_grad"], _SEQ["_input_grad_cols"]
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=_CACHE, nogil=True, parallel=True)
 def _both_grads(gxp, wt, nobias, kh, kw, dh, dw, gx, xp, g, sh, sw, ph, pw, gw):
     """A convolution's input gradient (into gx) and weight gradient (into gw) at once, one thread each, each
     kernel serial: gxp, wt are the padded g's planes and the flipped weights of a stride-1 convolution (the
@@ -588,7 +609,7 @@ def _kernel(name, macs):
         f = _SEQ[name].py_func
         par = types_.FunctionType(f.__code__, f.__globals__, name + "_par", f.__defaults__, f.__closure__)
         par.__qualname__ = f.__qualname__ + "_par"
-        _PAR[name] = numba.njit(cache=True, nogil=True, parallel=True)(par)
+        _PAR[name] = numba.njit(cache=_CACHE, nogil=True, parallel=True)(par)
     return _PAR[name]
 
 

@@ -200,3 +200,81 @@ def test_an_empty_batch_convolves_to_empty_and_zero_gradients():
     assert convtile.forward(x, w, None, (1, 1), (1, 1), (1, 1)).shape == (0, 3, 4, 4)
     np.testing.assert_array_equal(convtile.weight_grad(x, np.ones((0, 3, 4, 4), np.float32), w.shape, (1, 1),
                                                        (1, 1), (1, 1)), np.zeros(w.shape, np.float32))
+
+
+_OTHER_LANES = """
+import json, numpy as np
+from tracejit.kernels.cpu import conv, convtile
+out = {"lanes": convtile.LANES, "mr": convtile.MR, "err": []}
+rng = np.random.default_rng(0)
+for N, C, H, W, O, stride in ((2, 16, 16, 16, 20, (1, 1)), (3, 5, 8, 8, 13, (1, 1)), (2, 3, 16, 16, 7, (2, 2)),
+                              (1, 40, 4, 4, 33, (1, 1))):
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
+    OH, OW = (conv.conv_out_size(s, 3, st, 1, 1) for s, st in zip((H, W), stride))
+    g = rng.standard_normal((N, O, OH, OW)).astype(np.float32)
+    a = (stride, (1, 1), (1, 1))
+    assert convtile.direct(np.float32, 1, *a, (3, 3), (OH, OW))
+    got = [convtile.forward(x, w, None, *a), convtile.input_grad(g, w, x.shape, *a),
+           convtile.weight_grad(x, g, w.shape, *a)]
+    convtile.ENABLED = False             # the reference: conv.py's im2col and BLAS products
+    want = [conv.conv2d_forward(x, w, *a, 1, None), conv.conv2d_input_grad(g, w, x.shape, *a, 1),
+            conv.conv2d_weight_grad(x, g, w.shape, *a, 1)]
+    convtile.ENABLED = True
+    out["err"].append([float(np.abs(p - q).max() / np.abs(q).max()) for p, q in zip(got, want)])
+print(json.dumps(out))
+"""
+
+
+def test_the_other_vector_width_computes_the_same_numbers():
+    """The tiles of the width this CPU does not pick (16 lanes on AVX2, 8 on AVX-512; TRACEJIT_CONV_LANES, in a
+    child process: the width is fixed at import) give the BLAS path's numbers: rows of 16 and of 8 positions in
+    place, a strided convolution's column planes, a panel, output channels around the tiles' rows."""
+    import json
+    import os
+    import subprocess
+    import sys
+    lanes = 8 if convtile.LANES == 16 else 16
+    env = dict(os.environ, TRACEJIT_CONV_LANES=str(lanes))
+    r = subprocess.run([sys.executable, "-c", _OTHER_LANES], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["lanes"] == lanes and out["mr"] == (16 if lanes == 16 else 6), out
+    for errs in out["err"]:
+        assert max(errs) < 1e-5, out["err"]
+
+
+_ASM_512 = """
+import json, re, numba, numpy as np
+from tracejit.kernels.cpu import convtile, vector_info
+xp = np.zeros((2, 16, 1, 18, 18), np.float32)
+args = (xp, np.zeros((16, 144), np.float32), np.zeros(0, np.float32), 3, 3, 1, 1, 1, np.zeros((2, 16, 16, 16), np.float32))
+sig = tuple(numba.typeof(a) for a in args)
+convtile._SEQ["_forward"].compile(sig)              # compiled only: this CPU may not run AVX-512
+asm = convtile._SEQ["_forward"].inspect_asm(sig)
+hot = max(re.split(r"\\n(?=\\.LBB\\S*:)", asm), key=lambda b: len(re.findall(r"vfmadd\\w+ps", b)))
+print(json.dumps({"info": vector_info(), "lanes": convtile.LANES,
+                  "zmm_fma": len(re.findall(r"vfmadd\\w+ps\\s.*zmm", hot)),
+                  "ymm_fma": len(re.findall(r"vfmadd\\w+ps\\s.*ymm", hot)),
+                  "vector_spills": len(re.findall(r"mm\\d+.*\\(%rsp\\)|\\(%rsp\\).*mm\\d+", hot))}))
+"""
+
+
+def test_avx512_tiles_are_16_float_vectors_kept_in_registers(tmp_path):
+    """Compiled for an AVX-512 CPU (sapphirerapids, 512-bit vectors preferred; not run), the forward's hot loop is
+    3 unrolled steps of 16 rows: 48 FMAs on 512-bit registers, none on 256-bit ones, and no accumulator spilled to
+    the stack. (At 8 lanes and 6 rows AVX2's 16 registers spill a few: 48 FMAs and ~30 stack moves.)"""
+    import json
+    import os
+    import subprocess
+    import sys
+    feats = ",".join("+" + f for f in ("avx512f", "avx512vl", "avx512dq", "avx512bw", "avx512cd", "evex512", "avx2",
+                                       "avx", "fma", "f16c", "bmi", "bmi2", "lzcnt", "popcnt", "sse4.2", "sse4.1",
+                                       "ssse3", "sse3", "sse2", "sse", "cx16", "movbe")) + ",-prefer-256-bit"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "TRACEJIT_VECTOR", "TRACEJIT_CONV"))}
+    env.update(NUMBA_CPU_NAME="sapphirerapids", NUMBA_CPU_FEATURES=feats, NUMBA_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", _ASM_512], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["info"]["vector_bits"] == 512 and out["lanes"] == 16, out
+    assert out["zmm_fma"] == 48 and out["ymm_fma"] == 0 and out["vector_spills"] == 0, out
