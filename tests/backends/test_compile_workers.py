@@ -122,3 +122,61 @@ def test_explain_counts_the_helpers_kernels_as_compiled():
     compiled = info["kernels numba compiled for this trace"]
     assert compiled.startswith(f"{dc.cache_info()['entries']} (") and "forked helper" in compiled, compiled
     assert info["kernels loaded from the disk cache for this trace"] == 0
+
+
+@pytest.fixture
+def two_threads_par(monkeypatch):
+    """Two numba threads, and prange variants for these small kernels (codegen.PAR_MIN)."""
+    import numba
+    from tracejit.backends.numba_cpu import codegen
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba runs one thread here")
+    monkeypatch.setattr(codegen, "PAR_MIN", 1024)
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield
+    numba.set_num_threads(before)
+
+
+def g(x):
+    return tj.tanh(x * 1.5 + 0.25) * x + 1.0
+
+
+def _par_kernel(tf, x):
+    (_, ks, disp), = tf.graph(x).entry.fwd_fn.kernels
+    assert disp.py_func.__name__ == "kernel_par"
+    return disp
+
+
+def test_prange_variants_compile_in_the_background(two_threads_par):
+    """At two threads a program's first call runs its serial kernels and leaves the prange variants to a background
+    helper; once that helper has written one to the disk cache, calls load and run it: the same bits throughout."""
+    x = tj.tensor(np.random.default_rng(0).standard_normal(5000, dtype=np.float32))
+    tf = tj.trace(g)
+    first = tf(x).numpy()
+    par = _par_kernel(tf, x)
+    assert not par.signatures and not workers.ready(par)    # (a prange variant compiles for over a second)
+    deadline = time.monotonic() + 120
+    while not workers.ready(par):
+        assert time.monotonic() < deadline, "the background helper never finished"
+        time.sleep(0.05)
+    c0 = dc.cache_info()["compiled"]
+    again = tf(x).numpy()
+    assert par.signatures and dc.cache_info()["compiled"] == c0       # loaded from the cache, not compiled here
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(first, g(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_failed_background_helper_leaves_the_variant_to_the_caller(two_threads_par, monkeypatch):
+    monkeypatch.setattr(workers, "_helper", lambda sigs: os._exit(3))
+    x = tj.tensor(np.random.default_rng(1).standard_normal(5000, dtype=np.float32))
+    tf = tj.trace(g)
+    first = tf(x).numpy()
+    par = _par_kernel(tf, x)
+    deadline = time.monotonic() + 60
+    while not workers.ready(par):       # the helper exits at once without writing the cache: ready all the same
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not par.signatures
+    np.testing.assert_array_equal(tf(x).numpy(), first)
+    assert par.signatures               # compiled by this process at that call

@@ -146,7 +146,7 @@ class CompiledGraph:
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
             self._buf_specs.append((np.dtype(dt), (length,), None, at))
-        self._pending.append((name, self.kernels[-1][2], n, ks))     # (compiled now: the variant for now)
+        self._pending.append((name, self.kernels[-1][2], n, ks, mod.kernel))    # (the variant for now, the serial)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(self._root.get(id(v), v).shape) == 1 for v in n.inputs)
@@ -369,7 +369,7 @@ def _by_threads(mod):
     serial, par = mod.kernel, mod.kernel_par
 
     def disp(*args):
-        return (par if get_num_threads() > 1 else serial)(*args)
+        return (par if get_num_threads() > 1 and workers.ready(par) else serial)(*args)
     return disp
 
 
@@ -383,8 +383,14 @@ def _may_raise(n):
 def warm_kernels(graphs):
     """Compile the kernels of these CompiledGraphs now (at trace time), each on one-element arrays of its
     dtypes; several at once, in forked helpers, when enough of them are not in the disk cache (workers.py)."""
-    jobs = [(name, disp, _warm_args(n, ks), len(ks.code)) for g in graphs for name, disp, n, ks in g._pending]
+    jobs, later, names = [], [], {}
     for g in graphs:
+        for name, disp, n, ks, serial in g._pending:
+            args = _warm_args(n, ks)
+            if disp is not serial:      # a prange variant: the serial kernel now, the variant in the background
+                later.append((disp, args))
+                names[id(disp)] = name
+            jobs.append((name, serial, args, len(ks.code)))
         g._pending = []
     claim, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
     done = set()
@@ -397,6 +403,8 @@ def warm_kernels(graphs):
     for i in range(len(jobs)):
         if i not in done:
             _warm(*jobs[i][:3])
+    for disp, args in workers.compile_later(later):
+        _warm(names[id(disp)], disp, args)
 
 
 def _warm_args(n, ks):

@@ -12,6 +12,14 @@ compiles itself. On by default on Linux; on other POSIX systems (fork) only when
 The fork happens while holding numba's compiler lock, so no other thread of the caller is inside numba, and a
 helper runs nothing but numba's compiler (no kernel, no OpenMP) with its own quiet stdout/stderr.
 
+A large kernel's prange variant (kernel_par, for the calls made while numba runs several threads) compiles ~3x
+slower than its serial kernel (parfor lowering: ~1.7 s each for the ResNet bench's batch-norm rows, whose four
+made its first step at two threads 10-11 s instead of 3.4 s). So the program's first call runs the serial kernels,
+and `compile_later` forks one more helper, after the caller's own compiling, that compiles the prange variants into
+the disk cache; each call takes a variant only once it is `ready` (its cache index is written, or the helper
+ended without it: then the caller compiles it at that call). Both variants give the same bits (rows and chunks are
+split into tasks, not reordered), so the switch changes no result.
+
 A kernel module that sets VECTOR_INTERLEAVE (codegen.INTERLEAVE: loops of vmath calls) compiles inside
 `vector_interleave`, here and in the caller.
 """
@@ -127,7 +135,7 @@ def _nothing():
     pass
 
 
-def _fork_helper(sigs):
+def _fork_helper(sigs, nice=0):
     from numba.core.compiler_lock import global_compiler_lock
     with global_compiler_lock, warnings.catch_warnings():   # no other thread is compiling while it is copied
         # Python 3.12+ and jax warn about fork in a threaded process: the helper runs none of those threads'
@@ -141,12 +149,52 @@ def _fork_helper(sigs):
         if pid == 0:                    # the helper: compile, let numba save, leave without cleanup
             code = 1
             try:
+                if nice:                # (a background helper: the caller's calls go first)
+                    os.nice(nice)
                 _helper(sigs)
                 code = 0
             finally:
                 os._exit(code)
     _STATS["helpers"] += 1
     return pid
+
+
+_LATER = {}             # id(dispatcher) -> (its cache index path, [helper pid, exit status or None])
+
+
+def compile_later(jobs):
+    """jobs: [(dispatcher, args)]. One forked helper compiles those not in the disk cache into it while the caller
+    goes on (their first calls take another variant until `ready`); returns the jobs the caller compiles now (no
+    fork, no disk cache, or in the cache already: loaded)."""
+    from numba import typeof
+    later = [(d, a) for d, a in jobs if id(d) not in _LATER and _needs_compiling(d)]
+    if later and max_helpers() > 0 and hasattr(os, "fork"):
+        pid = _fork_helper([(d, tuple(typeof(x) for x in a)) for d, a in later], nice=10)
+        if pid:
+            state = [pid, None]
+            for d, _ in later:
+                _LATER[id(d)] = (d._cache._cache_file._index_path, state)
+    return [(d, a) for d, a in jobs if id(d) not in _LATER]        # (an earlier program's too: being compiled)
+
+
+def ready(disp):
+    """Whether `disp` may be called: not left to a background helper, or its cache entry is written (the call
+    loads it), or the helper ended without writing it (the call compiles it)."""
+    job = _LATER.get(id(disp))
+    if job is None:
+        return True
+    index, state = job
+    if state[1] is None:
+        try:
+            done, status = os.waitpid(state[0], os.WNOHANG)
+        except ChildProcessError:
+            done, status = 1, 0
+        if done:
+            state[1] = status
+    if os.path.exists(index) or state[1] is not None:
+        del _LATER[id(disp)]
+        return True
+    return False
 
 
 def _helper(sigs):
