@@ -1226,11 +1226,22 @@ def _pool_args(kernel_size, stride, padding):
 
 
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    if return_indices:
-        raise NotImplementedError("max_pool3d: return_indices=True is not supported by tracejit")
     k, s, p = _pool_args(kernel_size, stride, padding)
     d = _triple(dilation, "dilation")
-    return _pool3d(input, "max_pool3d", max_pool2d, k, s, p, (d[1:], ceil_mode), ((d[0], 1), ceil_mode))
+    if not return_indices:
+        return _pool3d(input, "max_pool3d", max_pool2d, k, s, p, (d[1:], ceil_mode), ((d[0], 1), ceil_mode))
+    if input.ndim not in (4, 5) or input.numel() == 0 and input.ndim == 4:
+        raise RuntimeError(f"max_pool3d: non-empty 4D or 5D (batch mode) tensor expected for input, got "
+                           f"{list(input.shape)}")
+    if min(k) <= 0 or min(s) <= 0 or min(d) <= 0:
+        raise RuntimeError("max_pool3d: kernel_size, stride and dilation must be greater than zero")
+    if any(pi > ki // 2 for pi, ki in zip(p, k)):
+        raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={list(p)}, "
+                           f"kernel_size={list(k)}")
+    windows = [_pool_windows(n, *a, ceil_mode) for n, a in zip(input.shape[-3:], zip(k, s, p, d))]
+    if min(len(w) for w in windows) < 1:
+        raise RuntimeError(f"max_pool3d: output size is too small (input {list(input.shape)}, kernel {list(k)})")
+    return _max_with_indices(input, windows)
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -1464,6 +1475,39 @@ def _adaptive_windows(n, m):
     return np.array([[min(lo_ + j, h - 1) for j in range(k)] for lo_, h in zip(lo, hi)], np.int64)
 
 
+def _pool_windows(n, k, s, p, d, ceil_mode):
+    """The (m, k) input positions of the m windows of a max pool over a dim of n (PyTorch's output size); a tap in
+    the padding repeats the window's first position inside the input (a repeat changes neither max nor argmax)."""
+    from tracejit.kernels.cpu.pool import pool_out_size
+    m = max(pool_out_size(n, k, s, p, d, ceil_mode), 0)
+    pos = np.arange(m)[:, None] * s - p + np.arange(k)[None, :] * d
+    inside = (pos >= 0) & (pos < n)
+    first = np.take_along_axis(pos, np.argmax(inside, 1)[:, None], 1)
+    return np.where(inside, pos, first).astype(np.int64)
+
+
+def _max_with_indices(x, windows):
+    """Max pooling of x's trailing len(windows) dims over the given windows (an (m, k) position array per dim),
+    with PyTorch's indices: int64, flat over each (N, C) plane, the first maximum in row-major window order. The
+    values are a gather at those indices, so the gradient reaches that one element, as PyTorch's does."""
+    nd = len(windows)
+    lead, sizes = tuple(x.shape[:-nd]), tuple(x.shape[-nd:])
+    strides = [int(np.prod(sizes[i + 1:])) for i in range(nd)]
+    table = 0
+    for i, (w, st) in enumerate(zip(windows, strides)):   # axes (m_0..m_nd-1, k_0..k_nd-1)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = w.shape
+        table = table + w.reshape(shape) * st
+    out_sizes = tuple(len(w) for w in windows)
+    table = np.asarray(table, np.int64).reshape(int(np.prod(out_sizes)), -1)
+    flat = S.reshape(x, lead + (int(np.prod(sizes)),))
+    taps = I.index_select(flat.detach(), -1, _const(table.reshape(-1)))
+    pick = R.argmax(S.reshape(taps, lead + table.shape), -1)
+    idx = I.take(_const(table), pick + _const(np.arange(table.shape[0]) * table.shape[1]))
+    out = I.gather(flat, -1, idx)
+    return S.reshape(out, lead + out_sizes), S.reshape(idx, lead + out_sizes)
+
+
 def _adaptive_max(x, dim, m):
     """The adaptive max over dim (one of the trailing spatial dims) to m outputs: a gather of the windows' rows and
     their amax (the gradient of a repeated element comes back summed through the gather). m = 0: an empty dim."""
@@ -1478,20 +1522,35 @@ def _adaptive_max(x, dim, m):
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported by tracejit")
     x, unbatched = _batched(input, 3, "adaptive_max_pool2d")
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
     oh, ow = x.shape[2] if oh is None else oh, x.shape[3] if ow is None else ow
+    if return_indices:
+        return _adaptive_max_indices(input, (oh, ow))
     out = _adaptive_max(_adaptive_max(x, 2, oh), 3, ow)
     return S.squeeze(out, 0) if unbatched else out
+
+
+def _adaptive_max_indices(input, sizes):
+    """(values, indices) of adaptive max pooling of input's trailing len(sizes) dims to those output sizes."""
+    sizes, name = [int(m) for m in sizes], f"adaptive_max_pool{len(sizes)}d"
+    for d in range(input.ndim - len(sizes), input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                               f"has sizes {list(input.shape)} with dimension {d} being empty")
+    if min(sizes) < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(sizes)}: adaptive max pooling "
+                           f"needs output sizes >= 0")
+    if min(sizes) == 0:   # an empty output: a zero-length slice keeps it in the graph
+        shape = tuple(input.shape[:-len(sizes)]) + tuple(sizes)
+        out = S.reshape(S.narrow(S.reshape(input, (-1,)), 0, 0, 0), shape)
+        return out, S.reshape(_const(np.zeros(0, np.int64)), shape)
+    return _max_with_indices(input, [_adaptive_windows(n, m) for n, m in zip(input.shape[-len(sizes):], sizes)])
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """Separable, as the 2-d form: the window max over depth, then height, then width (the max of a box is the max
     of its maxima; the gradient reaches the element that is the box's max through each amax)."""
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool3d: return_indices=True is not supported by tracejit")
     if input.ndim not in (4, 5):
         raise RuntimeError(f"adaptive_max_pool3d(): Expected 4D or 5D tensor, but got: {list(input.shape)}")
     sizes = (output_size,) * 3 if isinstance(output_size, int) else tuple(output_size)
@@ -1503,6 +1562,8 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
             raise RuntimeError(f"adaptive_max_pool3d(): Expected input to have non-zero size for non-batch "
                                f"dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty")
     x, unbatched = _batched(input, 4, "adaptive_max_pool3d")
+    if return_indices:
+        return _adaptive_max_indices(input, [x.shape[d] if m is None else m for d, m in zip((2, 3, 4), sizes)])
     out = x
     for dim, m in zip((2, 3, 4), sizes):
         out = _adaptive_max(out, dim, x.shape[dim] if m is None else int(m))
@@ -1510,9 +1571,9 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool1d: return_indices=True is not supported by tracejit")
     x, unbatched = _batched(input, 2, "adaptive_max_pool1d")
+    if return_indices:
+        return _adaptive_max_indices(input, (int(_single(output_size)),))
     out = _adaptive_max(x, 2, int(_single(output_size)))
     return S.squeeze(out, 0) if unbatched else out
 

@@ -1,0 +1,91 @@
+"""Gaps closed against PyTorch: return_indices of adaptive max pooling and max_pool3d, the nuclear norm,
+linalg.cholesky_ex's info, conv padding-string errors, and nn.parameter's lazy classes."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from torch_compare import both, close, same_error
+
+torch = pytest.importorskip("torch")
+RNG = np.random.default_rng(0)
+
+
+# ----------------------------------------------------------------------------- return_indices
+
+def _pool_with_indices(fn, x):
+    """fn(lib, t) -> (values, indices) in both libraries: values and gradients compared by `both`, indices equal."""
+    idx = {}
+
+    def values(lib, t):
+        v, i = fn(lib, t)
+        idx[lib.__name__] = i
+        return v
+    both(values, [x], tol=1e-12)
+    want, got = idx["torch"], idx["tracejit"]
+    assert str(got.dtype) == "tracejit.int64" and str(want.dtype) == "torch.int64"
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+POOL_CASES = [  # (call, input shape, integer input: ties)
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool1d(t, 3, return_indices=True), (2, 3, 7), False),
+    (lambda lib, t: lib.nn.AdaptiveMaxPool1d(4, return_indices=True)(t), (3, 7), False),
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool1d(t, 9, return_indices=True), (2, 3, 7), False),
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool2d(t, (3, 4), return_indices=True), (2, 3, 7, 9), False),
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool2d(t, (3, 4), return_indices=True), (2, 3, 7, 9), True),
+    (lambda lib, t: lib.nn.AdaptiveMaxPool2d((None, 4), return_indices=True)(t), (3, 7, 9), False),
+    (lambda lib, t: lib.nn.AdaptiveMaxPool3d((2, 3, 4), return_indices=True)(t), (2, 3, 5, 7, 9), False),
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool3d(t, (2, None, 4), return_indices=True), (3, 5, 7, 9), True),
+    (lambda lib, t: lib.nn.functional.adaptive_max_pool3d(t, (6, 7, 8), return_indices=True), (1, 2, 3, 4, 5), False),
+    (lambda lib, t: lib.nn.functional.max_pool3d(t, 2, return_indices=True), (2, 3, 5, 6, 7), False),
+    (lambda lib, t: lib.nn.MaxPool3d(3, 2, 1, return_indices=True)(t), (2, 3, 5, 6, 7), True),
+    (lambda lib, t: lib.nn.MaxPool3d(3, 2, 1, return_indices=True)(-abs(t)), (3, 5, 6, 7), False),
+    (lambda lib, t: lib.nn.functional.max_pool3d(t, (2, 3, 2), (2, 1, 3), (1, 1, 0), (1, 2, 2), ceil_mode=True,
+                                                  return_indices=True), (2, 3, 6, 7, 8), False),
+]
+
+
+@pytest.mark.parametrize("fn, shape, ties", POOL_CASES)
+def test_pool_return_indices(fn, shape, ties):
+    x = RNG.integers(0, 2, shape).astype(float) if ties else RNG.standard_normal(shape)
+    _pool_with_indices(fn, x)
+
+
+def test_pool_return_indices_empty_output():
+    for lib in (torch, tj):
+        v, i = lib.nn.functional.adaptive_max_pool2d(lib.zeros(1, 2, 3, 4), (0, 2), return_indices=True)
+        assert tuple(v.shape) == tuple(i.shape) == (1, 2, 0, 2)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.nn.functional.max_pool3d(lib.zeros(1, 2, 3, 4, 4), 2, padding=2, return_indices=True),
+    lambda lib: lib.nn.functional.max_pool3d(lib.zeros(1, 2, 1, 4, 4), 3, return_indices=True),
+    lambda lib: lib.nn.functional.max_pool3d(lib.zeros(2, 4, 4), 3, return_indices=True),
+    lambda lib: lib.nn.functional.adaptive_max_pool2d(lib.zeros(1, 2, 3, 4), -1, return_indices=True),
+    lambda lib: lib.nn.functional.adaptive_max_pool1d(lib.zeros(1, 2, 0), 3, return_indices=True),
+])
+def test_pool_return_indices_errors(call):
+    same_error(call)
+
+
+def test_pool_return_indices_traced_equals_eager():
+    x = tj.tensor(RNG.standard_normal((2, 3, 5, 6, 7)), requires_grad=True)
+    w = tj.tensor(RNG.standard_normal((2, 3, 2, 3, 4)))
+
+    def f(t):
+        v, i = tj.nn.functional.adaptive_max_pool3d(t, (2, 3, 4), return_indices=True)
+        return (v * v * w).sum(), i
+    loss, want_idx = f(x)
+    loss.backward()
+    want, wgrad = float(loss), x.grad.numpy().copy()
+
+    def step(t):
+        v, i = f(t)
+        v.backward()
+        return v.detach(), i
+    step = tj.trace(step)
+    for _ in range(2):
+        x.grad = None
+        v, i = step(x)
+        close(float(v), want, 1e-12)
+        close(x.grad.numpy(), wgrad, 1e-12)
+        np.testing.assert_array_equal(i.numpy(), want_idx.numpy())
