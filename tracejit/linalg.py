@@ -169,7 +169,8 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
 
 
 def _dims_text(dim):
-    return "1" if isinstance(dim, int) else str(len(dim))
+    """The dims as PyTorch's messages list them: '0 1 2'."""
+    return " ".join(str(d) for d in ((dim,) if isinstance(dim, int) else dim))
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):

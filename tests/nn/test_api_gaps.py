@@ -89,3 +89,46 @@ def test_pool_return_indices_traced_equals_eager():
         close(float(v), want, 1e-12)
         close(x.grad.numpy(), wgrad, 1e-12)
         np.testing.assert_array_equal(i.numpy(), want_idx.numpy())
+
+
+# ----------------------------------------------------------------------------- nuclear norm
+
+@pytest.mark.parametrize("call, shape", [
+    (lambda lib, t: lib.norm(t, p="nuc"), (3, 4)),
+    (lambda lib, t: lib.norm(t, p="nuc", dim=(0, 2), keepdim=True), (2, 3, 4)),
+    (lambda lib, t: lib.norm(t, p="nuc", dim=(2, 1)), (2, 3, 4)),
+    (lambda lib, t: t.norm(p="nuc", dim=(1, 2)), (2, 5, 3)),
+    (lambda lib, t: lib.linalg.matrix_norm(t, "nuc"), (2, 3, 4)),
+    (lambda lib, t: lib.linalg.matrix_norm(t, "nuc", keepdim=True), (2, 4, 3)),
+    (lambda lib, t: lib.linalg.norm(t, "nuc"), (4, 3)),
+])
+def test_nuclear_norm(call, shape):
+    both(call, [RNG.standard_normal(shape)], tol=1e-10)
+
+
+@pytest.mark.parametrize("call", [
+    lambda lib: lib.norm(lib.ones(2, 3, 4), p="nuc"),
+    lambda lib: lib.norm(lib.ones(2, 3, 4), p="nuc", dim=1),
+    lambda lib: lib.norm(lib.ones(4), p="nuc"),
+    lambda lib: lib.norm(lib.ones(3, 4), p="foo"),
+])
+def test_nuclear_norm_errors(call):
+    with pytest.raises(Exception) as want:
+        call(torch)
+    assert same_error(call) == str(want.value)
+
+
+def test_nuclear_norm_traced_equals_eager():
+    x = tj.tensor(RNG.standard_normal((2, 3, 4)), requires_grad=True)
+
+    def step(t):
+        v = tj.norm(t, p="nuc", dim=(1, 2)).square().sum()
+        v.backward()
+        return v.detach()
+    want = float(step(x))
+    wgrad = x.grad.numpy().copy()
+    traced = tj.trace(step)
+    for _ in range(2):
+        x.grad = None
+        close(float(traced(x)), want, 1e-10)
+        close(x.grad.numpy(), wgrad, 1e-10)

@@ -555,10 +555,13 @@ def logsumexp(input, dim=None, keepdim=False):
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: a vector p-norm ('fro' and None: 2) over dim (all elements when None); p 'nuc' (or another
+    string) is linalg.matrix_norm's over the 2-tuple dim (all dims when None: an error unless the input is 2-D)."""
+    if isinstance(p, str) and p != "fro":
+        from ..linalg import matrix_norm
+        return matrix_norm(input, p, tuple(range(input.ndim)) if dim is None else dim, keepdim, dtype=dtype)
     if p == "fro" or p is None:
         p = 2
-    if p == "nuc":
-        raise NotImplementedError("nuclear norm is not supported by tracejit")
     return vector_norm(input, p, dim, keepdim)
 
 
