@@ -29,6 +29,7 @@ eigh_t = collections.namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 svd_t = collections.namedtuple("linalg_svd", ["U", "S", "Vh"])
 lstsq_t = collections.namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 ex_t = collections.namedtuple("linalg_ex", ["result", "info"])
+cholesky_ex_t = collections.namedtuple("linalg_cholesky_ex", ["L", "info"])
 
 
 def inv(A):
@@ -79,9 +80,16 @@ def cholesky(A, *, upper=False):
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
-    """(L, info): eager info is 0; a matrix that is not positive-definite raises LinAlgError."""
-    from .creation import zeros
-    return ex_t(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=_int32))
+    """(L, info) as PyTorch's: info 0 where the factorization succeeded, else the order of the first leading minor
+    that is not positive-definite (L then LAPACK's partial factor; its pivot there is the first diagonal entry that
+    is not > 0); check_errors=True raises LinAlgError instead."""
+    from .ops.elementwise import logical_not, where
+    _L._tensor_arg("linalg.cholesky_ex", A)
+    low = _apply(_OPS["linalg_cholesky"], A, upper=bool(upper), name="linalg.cholesky_ex",
+                 check_errors=bool(check_errors))
+    bad = logical_not(_S.diagonal(low, 0, -2, -1) > 0)
+    info = where(_R.any(bad, -1), _R.argmax(bad.to(_int32), -1) + 1, 0)
+    return cholesky_ex_t(low, info.to(_int32))
 
 
 def qr(A, mode="reduced"):

@@ -132,3 +132,59 @@ def test_nuclear_norm_traced_equals_eager():
         x.grad = None
         close(float(traced(x)), want, 1e-10)
         close(x.grad.numpy(), wgrad, 1e-10)
+
+
+# ----------------------------------------------------------------------------- cholesky_ex
+
+NOT_PD = [
+    [[1., 2.], [2., 1.]],
+    [[4., 2, 1, 3], [2, 1, 5, 1], [1, 5, 3, 2], [3, 1, 2, 6]],      # fails at order 2: later columns as given
+    [[4., 2, 1, 3], [2, 5, 5, 1], [1, 5, 3, 2], [3, 1, 2, 6]],      # fails at order 3
+    [[np.nan, 0.], [0., 1.]],
+]
+
+
+@pytest.mark.parametrize("a", NOT_PD)
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cholesky_ex_info(a, upper, dtype):
+    a = np.array(a, dtype)
+    want = torch.linalg.cholesky_ex(torch.tensor(a), upper=upper)
+    got = tj.linalg.cholesky_ex(tj.tensor(a), upper=upper)
+    assert str(got.info.dtype) == "tracejit.int32" and got.info.shape == ()
+    assert int(got.info) == int(want.info) > 0
+    if np.isnan(a).any():
+        with pytest.raises(tj.linalg.LinAlgError, match="order 1 is not"):
+            tj.linalg.cholesky(tj.tensor(a))
+    np.testing.assert_allclose(got.L.numpy(), want.L.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_cholesky_ex_batch_and_check_errors():
+    a = np.stack([np.eye(3), -np.eye(3), np.diag([1., 1., -1.]), np.array(NOT_PD[2])[:3, :3]])
+    want, got = torch.linalg.cholesky_ex(torch.tensor(a)), tj.linalg.cholesky_ex(tj.tensor(a))
+    np.testing.assert_array_equal(got.info.numpy(), want.info.numpy())
+    close(got.L.numpy(), want.L.numpy(), 1e-12)
+    with pytest.raises(torch.linalg.LinAlgError) as want:
+        torch.linalg.cholesky_ex(torch.tensor(a), check_errors=True)
+    with pytest.raises(tj.linalg.LinAlgError) as got:
+        tj.linalg.cholesky_ex(tj.tensor(a), check_errors=True)
+    assert isinstance(got.value, RuntimeError) and str(got.value) == str(want.value)
+    same_error(lambda lib: lib.linalg.cholesky_ex(lib.ones(3)))
+
+
+def test_cholesky_ex_positive_definite_values_and_gradient():
+    m = RNG.standard_normal((2, 4, 4))
+    spd = m @ np.swapaxes(m, -1, -2) + 4 * np.eye(4)
+    for upper in (False, True):
+        both(lambda lib, t: lib.linalg.cholesky_ex((t + t.mT) / 2, upper=upper).L, [spd], tol=1e-10)
+        assert not tj.linalg.cholesky_ex(tj.tensor(spd)).info.numpy().any()
+
+
+def test_cholesky_ex_traced_equals_eager():
+    a = np.stack([np.eye(3) * 2, np.array(NOT_PD[2])[:3, :3]])
+    f = tj.trace(lambda t: tj.linalg.cholesky_ex(t))
+    want = torch.linalg.cholesky_ex(torch.tensor(a))
+    for _ in range(2):
+        low, info = f(tj.tensor(a))
+        np.testing.assert_array_equal(info.numpy(), want.info.numpy())
+        close(low.numpy(), want.L.numpy(), 1e-12)

@@ -623,25 +623,39 @@ defop("linalg_slogdet", _meta_checked(_slogdet_meta, _slogdet_np), _slogdet_meta
 
 # ---- cholesky: A = L L^T. Murray's formula: gA = L^-T phi(L^T gL) L^-1, phi = lower triangle with half its
 # diagonal, then made symmetric (A is symmetric: only symmetric perturbations are meaningful)
-def _cholesky_meta(A, upper=False):
-    _square_meta("linalg.cholesky", A)
+def _cholesky_meta(A, upper=False, name="linalg.cholesky", check_errors=True):
+    _square_meta(name, A)
     return AVal(A.shape, A.dtype)
 
 
-def _cholesky_np(a, upper=False):
+def _potf2(m):
+    """LAPACK's unblocked Cholesky of one matrix's lower triangle: (L, info). info > 0 is the order of the first
+    leading minor that is not positive-definite; L then holds that column's pivot as computed (<= 0 or NaN) and
+    the columns after it as given, as PyTorch's cholesky_ex returns it."""
+    low = np.tril(m)
+    for j in range(m.shape[0]):
+        ajj = m[j, j] - low[j, :j] @ low[j, :j]
+        if not ajj > 0:
+            low[j, j] = ajj
+            return low, j + 1
+        low[j, j] = np.sqrt(ajj)
+        low[j + 1:, j] = (m[j + 1:, j] - low[j + 1:, :j] @ low[j, :j]) / low[j, j]
+    return low, 0
+
+
+def _cholesky_np(a, upper=False, name="linalg.cholesky", check_errors=True):
     try:
         low = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        flat = a.reshape((-1,) + a.shape[-2:])
-        for b, m in enumerate(flat):
-            for k in range(1, m.shape[0] + 1):     # the order of the first leading minor that is not positive
-                try:
-                    np.linalg.cholesky(m[:k, :k])
-                except np.linalg.LinAlgError:
-                    raise _LinAlgError(f"linalg.cholesky: {_batch_prefix(a.shape, b)}The factorization could not be "
-                                       f"completed because the input is not positive-definite (the leading minor of "
-                                       f"order {k} is not positive-definite).") from None
-        raise
+        low = None
+    if low is None or np.isnan(np.diagonal(low, 0, -2, -1)).any():    # LAPACK fails on NaN too; numpy does not
+        parts = [_potf2(m) for m in a.reshape((-1,) + a.shape[-2:])]
+        for b, (_, info) in enumerate(parts):
+            if info and check_errors:
+                raise _LinAlgError(f"{name}: {_batch_prefix(a.shape, b)}The factorization could not be completed "
+                                   f"because the input is not positive-definite (the leading minor of order {info} "
+                                   f"is not positive-definite).") from None
+        low = np.stack([m for m, _ in parts]).reshape(a.shape)
     return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
 
 
