@@ -188,3 +188,29 @@ def test_cholesky_ex_traced_equals_eager():
         low, info = f(tj.tensor(a))
         np.testing.assert_array_equal(info.numpy(), want.info.numpy())
         close(low.numpy(), want.L.numpy(), 1e-12)
+
+
+# ----------------------------------------------------------------------------- conv padding strings
+
+def _conv(nd, padding, stride):
+    shapes = {1: ((2, 3, 9), (4, 3, 3)), 2: ((2, 3, 7, 8), (4, 3, 3, 2)), 3: ((1, 3, 5, 6, 4), (4, 3, 3, 2, 3))}
+    x, w = shapes[nd]
+    return lambda lib: getattr(lib.nn.functional, f"conv{nd}d")(lib.ones(*x), lib.ones(*w), padding=padding,
+                                                                 stride=stride)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("padding, stride", [("foo", 1), ("SAME", 1), ("same", 2), ("same", "last")])
+def test_conv_bad_padding_string(nd, padding, stride):
+    if stride == "last":    # strided along the last dim only
+        stride = (1,) * (nd - 1) + (2,)
+    call = _conv(nd, padding, stride)
+    with pytest.raises(Exception) as want:
+        call(torch)
+    assert same_error(call) == str(want.value)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("padding, stride", [("same", 1), ("valid", 2)])
+def test_conv_good_padding_string(nd, padding, stride):
+    assert tuple(_conv(nd, padding, stride)(tj).shape) == tuple(_conv(nd, padding, stride)(torch).shape)

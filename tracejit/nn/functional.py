@@ -1015,7 +1015,7 @@ def _batched(input, ndim, name):
 def _same_padding(input, weight_spatial, dilation, stride, name):
     """padding='same': symmetric padding plus, where the total is odd, one extra row/column at the end."""
     if any(s != 1 for s in stride):
-        raise ValueError("padding='same' is not supported for strided convolutions")
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
     sym, extra = [], []
     for k, d in zip(weight_spatial, dilation):
         total = d * (k - 1)
@@ -1038,7 +1038,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         elif padding == "same":
             x, padding = _same_padding(x, tuple(weight.shape[2:]), dilation, stride, "conv2d")
         else:
-            raise ValueError(f"Invalid padding string '{padding}', should be one of ['valid', 'same']")
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
     out = _C.conv2d(x, weight, stride, padding, dilation, groups, bias)
     return S.squeeze(out, 0) if unbatched else out
 
@@ -1181,11 +1181,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if padding == "valid":
             padding = (0, 0, 0)
         elif padding == "same":
-            if any(v != 1 for v in stride):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
             x, padding = _same_padding(x, (kd, kh, kw), dilation, stride, "conv3d")
         else:
-            raise RuntimeError(f"Invalid padding string: '{padding}': give 'valid', 'same' or integers")
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
     pd, ph, pw = _triple(padding, "padding")
     (sd, sh, sw), (dd, dh, dw) = stride, dilation
     if pd:
