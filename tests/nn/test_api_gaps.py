@@ -214,3 +214,49 @@ def test_conv_bad_padding_string(nd, padding, stride):
 @pytest.mark.parametrize("padding, stride", [("same", 1), ("valid", 2)])
 def test_conv_good_padding_string(nd, padding, stride):
     assert tuple(_conv(nd, padding, stride)(tj).shape) == tuple(_conv(nd, padding, stride)(torch).shape)
+
+
+# ----------------------------------------------------------------------------- lazy parameters and buffers
+
+@pytest.mark.parametrize("make", [lambda lib: lib.nn.LazyLinear(3), lambda lib: lib.nn.LazyConv2d(4, 3)])
+def test_lazy_module_parameters_are_nn_parameter_classes(make):
+    for lib in (torch, tj):
+        m = make(lib)
+        P = lib.nn.parameter
+        assert isinstance(m.weight, P.UninitializedParameter) and isinstance(m.weight, lib.nn.UninitializedParameter)
+        assert isinstance(m.weight, P.UninitializedTensorMixin) and isinstance(m.weight, P.Parameter)
+        assert P.is_lazy(m.weight) and P.is_lazy(m.bias) and repr(m.weight) == "<UninitializedParameter>"
+        m(lib.ones((2, 5) if isinstance(m, lib.nn.LazyLinear) else (1, 2, 5, 5)))
+        assert not P.is_lazy(m.weight) and type(m.weight) is P.Parameter
+
+
+def _lazy_scale(lib):
+    """A user's lazy module with a lazy buffer: its size from the first input's last dim."""
+    class LazyScale(lib.nn.modules.lazy.LazyModuleMixin, lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("scale", lib.nn.parameter.UninitializedBuffer())
+
+        def initialize_parameters(self, x):
+            self.scale.materialize(x.shape[-1:])
+            with lib.no_grad():
+                self.scale.fill_(2.0)
+
+        def forward(self, x):
+            return x * self.scale
+    return LazyScale()
+
+
+def test_uninitialized_buffer():
+    for lib in (torch, tj):
+        P = lib.nn.parameter
+        b = P.UninitializedBuffer()
+        assert isinstance(b, lib.Tensor) and isinstance(b, lib.nn.UninitializedBuffer) and P.is_lazy(b)
+        assert not b.requires_grad and repr(b) == "<UninitializedBuffer>"
+        assert not P.is_lazy(lib.ones(2)) and not P.is_lazy(P.Parameter(lib.ones(2)))
+        b.materialize((2, 3))
+        assert type(b) is lib.Tensor and tuple(b.shape) == (2, 3) and not P.is_lazy(b)
+        m = _lazy_scale(lib)
+        assert m.has_uninitialized_params() and P.is_lazy(next(iter(m.buffers())))
+        close(m(lib.ones(3, 4)).numpy(), np.full((3, 4), 2.0))
+        assert not m.has_uninitialized_params() and type(m.scale) is lib.Tensor

@@ -1,4 +1,5 @@
-"""Parameter (a leaf tensor a Module registers as trainable) and Buffer (a marker for module state)."""
+"""Parameter (a leaf tensor a Module registers as trainable) and Buffer (a marker for module state); the lazy
+modules' UninitializedParameter and UninitializedBuffer (no shape and no values until `materialize`), is_lazy."""
 from .._tensor import Tensor
 
 
@@ -59,6 +60,80 @@ class Buffer(Tensor):
         pass
 
 
-class UninitializedParameter(Parameter):
-    def __new__(cls, *a, **k):
-        raise NotImplementedError("lazy modules (UninitializedParameter) are not supported by tracejit")
+_USE = ("Attempted to use an uninitialized parameter. This error happens when you are using a `LazyModule` or "
+        "explicitly manipulating `tracejit.nn.parameter.UninitializedParameter` objects. When using LazyModules "
+        "call `forward` with a dummy batch to initialize the parameters before calling tracejit functions")
+
+
+class _NoData:
+    """The storage of an uninitialized parameter or buffer: any use raises PyTorch's ValueError."""
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        raise ValueError(_USE)
+
+    def __array__(self, *args, **kwargs):
+        raise ValueError(_USE)
+
+    def __len__(self):
+        raise ValueError(_USE)
+
+
+class UninitializedTensorMixin:
+    """A tensor with no storage yet: `materialize(shape)` gives it one and turns the same object into its
+    `cls_to_become` (so references taken before, an optimizer's, see the materialized tensor)."""
+    cls_to_become = None
+
+    def _init_lazy(self, requires_grad, device, dtype):
+        self._init(_NoData())
+        self._requires_grad = requires_grad
+        self.__dict__["_lazy_factory"] = {"device": device, "dtype": dtype}
+
+    def materialize(self, shape, device=None, dtype=None):
+        """Gives the tensor storage of `shape` (uninitialized values) and makes it a `cls_to_become`."""
+        from ..creation import empty
+        kw = self.__dict__.pop("_lazy_factory")
+        data = empty(tuple(shape), device=device or kw["device"], dtype=dtype or kw["dtype"])
+        self._data = data._data
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        return (type(self), (self.requires_grad,))
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter of a lazy module before its first call: no shape yet, and no values."""
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        t = object.__new__(cls)
+        t._init_lazy(requires_grad, device, dtype)
+        return t
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer of a lazy module before its first call: no shape yet, and no values; a plain tensor once
+    materialized."""
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None, persistent=True):
+        t = object.__new__(cls)
+        t._init_lazy(requires_grad, device, dtype)
+        t.__dict__["persistent"] = persistent
+        return t
+
+    def __init__(self, requires_grad=False, device=None, dtype=None, persistent=True):
+        pass
+
+
+def is_lazy(param):
+    """Whether param is an uninitialized parameter or buffer of a lazy module."""
+    return isinstance(param, UninitializedTensorMixin)

@@ -28,4 +28,4 @@ from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPa
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       CircularPad1d, CircularPad2d, CircularPad3d)
 from .channelshuffle import ChannelShuffle
-from .lazy import LazyModuleMixin, UninitializedParameter
+from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter

@@ -1,65 +1,11 @@
 """Lazy modules: parameters whose shapes come from the first input (PyTorch's LazyModuleMixin flow).
 
-An UninitializedParameter holds no data: any use of it raises, except listing it (module.parameters(), an
-optimizer, state_dict). At the first call a forward pre-hook asks the module to `materialize` each one with the
-input's shape: the same object becomes an ordinary Parameter, so an optimizer built before the call updates it. The
-module then becomes its eager class (LazyLinear -> Linear).
+An UninitializedParameter (defined in tracejit.nn.parameter, with UninitializedBuffer) holds no data: any use of it
+raises, except listing it (module.parameters(), an optimizer, state_dict). At the first call a forward pre-hook asks
+the module to `materialize` each one with the input's shape: the same object becomes an ordinary Parameter, so an
+optimizer built before the call updates it. The module then becomes its eager class (LazyLinear -> Linear).
 """
-from ... import creation as C
-from .. import parameter as _P
-from ..parameter import Parameter
-
-_USE = ("Attempted to use an uninitialized parameter. This error happens when you are using a `LazyModule` or "
-        "explicitly manipulating `tracejit.nn.parameter.UninitializedParameter` objects. When using LazyModules "
-        "call `forward` with a dummy batch to initialize the parameters before calling tracejit functions")
-
-
-class _NoData:
-    """The storage of an uninitialized parameter: any use raises PyTorch's ValueError."""
-    __slots__ = ()
-
-    def __getattr__(self, name):
-        raise ValueError(_USE)
-
-    def __array__(self, *args, **kwargs):
-        raise ValueError(_USE)
-
-    def __len__(self):
-        raise ValueError(_USE)
-
-
-class UninitializedParameter(_P.UninitializedParameter):
-    """A parameter of a lazy module before its first call: no shape yet, and no values."""
-    cls_to_become = Parameter
-
-    def __new__(cls, requires_grad=True, device=None, dtype=None):
-        t = object.__new__(cls)
-        t._init(_NoData())
-        t._requires_grad = requires_grad
-        t.__dict__["_lazy_factory"] = {"device": device, "dtype": dtype}
-        return t
-
-    def __init__(self, requires_grad=True, device=None, dtype=None):
-        pass
-
-    def materialize(self, shape, device=None, dtype=None):
-        """Gives the parameter storage of `shape` (uninitialized values) and makes it an ordinary Parameter."""
-        kw = self.__dict__.pop("_lazy_factory")
-        data = C.empty(tuple(shape), device=device or kw["device"], dtype=dtype or kw["dtype"])
-        self._data = data._data
-        self.__class__ = self.cls_to_become
-
-    def __repr__(self):
-        return "<UninitializedParameter>"
-
-    __str__ = __repr__
-
-    def __reduce_ex__(self, proto):
-        return (UninitializedParameter, (self.requires_grad,))
-
-
-def is_lazy(p):
-    return isinstance(p, UninitializedParameter)
+from ..parameter import UninitializedBuffer, UninitializedParameter, is_lazy  # noqa: F401
 
 
 def _infer_parameters(module, args):
