@@ -2,10 +2,10 @@
 composites; draws come from sampling.standard_gamma (Beta and Dirichlet as normalized gammas, StudentT as a normal
 over the root of a chi-square).
 
-rsample: PyTorch reparameterizes gamma draws by implicit differentiation of the gamma cdf in the concentration.
-tracejit has no gamma-cdf derivative in its registry, so Gamma, Chi2, Beta and Dirichlet report has_rsample = True
-as PyTorch does but their rsample raises NotImplementedError; sample() works. StudentT.rsample carries gradients to
-loc and scale, not to df (its chi-square draw is not reparameterized)."""
+rsample: a gamma draw g of concentration a is reparameterized implicitly (`implicit_gamma`): its derivative in a
+is that of the quantile at the draw's level, -(dP/da) / p(g), with P the regularized incomplete gamma function
+(`gammainc`, differentiated through its series / continued fraction) and p the density. Beta, Dirichlet (normalized
+gammas), Chi2 and StudentT (its chi-square) inherit it."""
 import math
 
 import tracejit as tj
@@ -15,9 +15,6 @@ from .distribution import Distribution
 from .sampling import standard_gamma
 from .utils import broadcast_all, finfo
 
-_GAMMA_RSAMPLE = ("{} does not implement rsample in tracejit: reparameterized gamma draws need the derivative of "
-                  "the regularized incomplete gamma function in the concentration, which tracejit lacks. Use "
-                  "sample() (no gradient) or a score-function estimator with log_prob.")
 
 
 def gammainc(a, x, steps=400):
@@ -60,6 +57,25 @@ def gammainc(a, x, steps=400):
     return tj.where(use_series, p_series, 1 - q_frac)
 
 
+def implicit_gamma(concentration, g):
+    """g (Gamma(concentration, 1) draws, no gradient) with the implicit reparameterization gradient: the value is g,
+    the derivative in the concentration -(dP(a, g)/da) / p(g; a)."""
+    if not concentration.requires_grad:
+        return g
+    a = concentration
+    p = gammainc(a, g)
+    with tj.no_grad():
+        dens = tj.exp(tj.xlogy(a - 1, g) - g - tj.lgamma(a)).clamp(min=float(finfo(g.dtype).tiny))
+    return g - (p - p.detach()) / dens
+
+
+def rsample_gamma(concentration):
+    """Gamma(concentration, 1) draws of concentration's shape, reparameterized (`implicit_gamma`)."""
+    with tj.no_grad():
+        g = standard_gamma(concentration)
+    return implicit_gamma(concentration, g)
+
+
 class Gamma(Distribution):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
@@ -75,13 +91,9 @@ class Gamma(Distribution):
     variance = property(lambda self: self.concentration / self.rate ** 2)
 
     def rsample(self, sample_shape=()):
-        raise NotImplementedError(_GAMMA_RSAMPLE.format(type(self).__name__))
-
-    def sample(self, sample_shape=()):
         shape = tuple(self._extended_shape(sample_shape))
-        with tj.no_grad():
-            x = standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
-            return x.clamp(min=float(finfo(x.dtype).tiny))
+        x = rsample_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
+        return x.clamp(min=float(finfo(x.dtype).tiny))
 
     def log_prob(self, value):
         if self._validate_args:
@@ -141,10 +153,7 @@ class Beta(Distribution):
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
     def rsample(self, sample_shape=()):
-        raise NotImplementedError(_GAMMA_RSAMPLE.format(type(self).__name__))
-
-    def sample(self, sample_shape=()):
-        return self._dirichlet.sample(sample_shape)[..., 0]
+        return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
         if self._validate_args:
@@ -189,13 +198,8 @@ class Dirichlet(Distribution):
         return self.concentration * (con0 - self.concentration) / (con0 ** 2 * (con0 + 1))
 
     def rsample(self, sample_shape=()):
-        raise NotImplementedError(_GAMMA_RSAMPLE.format(type(self).__name__))
-
-    def sample(self, sample_shape=()):
-        shape = tuple(self._extended_shape(sample_shape))
-        with tj.no_grad():
-            g = standard_gamma(self.concentration.expand(shape))
-            return g / g.sum(-1, keepdim=True)
+        g = rsample_gamma(self.concentration.expand(tuple(self._extended_shape(sample_shape))))
+        return g / g.sum(-1, keepdim=True)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -238,12 +242,10 @@ class StudentT(Distribution):
         return tj.where(df > 2, finite, tj.where(df > 1, float("inf"), float("nan")))
 
     def rsample(self, sample_shape=()):
-        """Reparameterized in loc and scale; the chi-square draw carries no gradient to df."""
         shape = tuple(self._extended_shape(sample_shape))
         z = tj.randn(shape, dtype=self.df.dtype)
-        df = self.df.detach()
-        v = Chi2(df, validate_args=False).sample(sample_shape)
-        return self.loc + self.scale * z * (v / df).rsqrt()
+        v = Chi2(self.df, validate_args=False).rsample(sample_shape)
+        return self.loc + self.scale * z * (v / self.df).rsqrt()
 
     def log_prob(self, value):
         if self._validate_args:
