@@ -57,10 +57,11 @@ def test_errors():
     _same_error(lambda lib: F(lib).adaptive_max_pool3d(lib.zeros(2, 3, 4, 5), (2, 2)))
     assert "non-zero size" in _same_error(lambda lib: F(lib).adaptive_max_pool3d(lib.zeros(2, 0, 4, 5), 2))
     _same_error(lambda lib: F(lib).adaptive_max_pool3d(lib.zeros(2, 3, 4, 5), (2, None, -1)))
-    with pytest.raises(NotImplementedError):
-        tj.nn.functional.adaptive_max_pool3d(tj.zeros(1, 2, 3, 4, 5), 2, return_indices=True)
-    with pytest.raises(NotImplementedError):
-        tj.nn.AdaptiveMaxPool3d(2, return_indices=True)(tj.zeros(1, 2, 3, 4, 5))
+    x = tj.tensor(np.random.default_rng(0).standard_normal((1, 2, 3, 4, 5)).astype(np.float32))
+    y, idx = tj.nn.AdaptiveMaxPool3d(2, return_indices=True)(x)      # (indices: tests/nn/test_api_gaps.py)
+    assert idx.dtype == tj.int64 and idx.shape == y.shape == (1, 2, 2, 2, 2)
+    np.testing.assert_array_equal(np.take_along_axis(x.numpy().reshape(1, 2, -1), idx.numpy().reshape(1, 2, -1), 2),
+                                  y.numpy().reshape(1, 2, -1))
 
 
 def test_repr():

@@ -359,13 +359,13 @@ def test_sort_gradients_keep_float64_and_std_var_take_unbiased_positionally():
         torch.arange(4).std()
 
 
-def test_vector_norm_gradient_is_zero_at_zero_entries_and_the_nuclear_norm_is_refused():
+def test_vector_norm_gradient_is_zero_at_zero_entries_and_the_nuclear_norm_sums_singular_values():
     x = torch.tensor(np.array([0.0, 3.0, -4.0]), requires_grad=True)
     x.norm(3).backward()
     n = (27 + 64) ** (1 / 3)
     np.testing.assert_allclose(x.grad.numpy(), [0.0, 9 / n ** 2, -16 / n ** 2], rtol=1e-14)
-    with pytest.raises(NotImplementedError, match="^nuclear norm is not supported by tracejit$"):
-        torch.norm(torch.ones(3, 3), "nuc")
+    a = np.array([[2.0, 0.0, 1.0], [0.0, -3.0, 0.0], [1.0, 0.0, 2.0]])
+    np.testing.assert_allclose(float(torch.norm(torch.tensor(a), "nuc")), np.linalg.svd(a)[1].sum(), rtol=1e-12)
 
 
 def test_empty_reductions_over_an_empty_dim_list_or_several_dims():
