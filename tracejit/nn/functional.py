@@ -1576,6 +1576,95 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def _ntuple(v, n):
+    """PyTorch's _single/_pair/_triple: a sequence as a tuple, a number repeated n times."""
+    return tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+
+
+def _unpool_output_size(input, kernel_size, stride, padding, output_size):
+    """The spatial output size of max unpooling: the pooling's input size by default; an explicit output_size
+    (optionally with the (N, C) dims in front) must lie strictly within a stride of it."""
+    nd = len(kernel_size)
+    default = [(input.shape[-nd + d] - 1) * stride[d] + kernel_size[d] - 2 * padding[d] for d in range(nd)]
+    size = default
+    if output_size is not None:
+        if len(output_size) == nd + 2:
+            output_size = output_size[2:]
+        if len(output_size) != nd:
+            raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} elements, but it has a "
+                             f"length of '{len(output_size)}'")
+        for d in range(nd):
+            lo, hi = default[d] - stride[d], default[d] + stride[d]
+            if not lo < output_size[d] < hi:
+                raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {lo} and {hi})')
+        size = [int(m) for m in output_size]
+    for d in range(nd):
+        if size[d] < 0:
+            raise ValueError(f"max_unpooling: output_size must contain non-negative spatial dimensions, but got "
+                             f"output_size[{d}]={size[d]}")
+    return size
+
+
+def _max_unpool(input, indices, size, stride=None):
+    """Scatter each value of input into a zero (N, C) plane of the given spatial size at its flat index, checked
+    as PyTorch's max_unpooling2d/3d kernels check (the 1-d form runs as 2-d with a trailing width of 1)."""
+    nd = len(size)
+    if indices.dtype is not D.int64:
+        raise RuntimeError("elements in indices should be type int64" +
+                           (f" but got: {_type_name(indices.dtype)}" if nd == 2 else ""))
+    if input.ndim not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Input to max_unpooling{nd}d should be a {nd + 1}d or {nd + 2}d Tensor, but got a tensor "
+                           f"with {input.ndim} dimensions.")
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor ({list(input.shape)}) "
+                           f"but got indices tensor with shape: {list(indices.shape)}")
+    for d in range(input.ndim - nd - 1, input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"max_unpooling{nd}d_forward_out_cpu(): Expected input to have non-zero size for "
+                               f"non-batch dimensions, but got {list(input.shape)} with dimension {d} being empty.")
+    if stride is not None and min(stride) <= 0:
+        raise RuntimeError(f"strides should be greater than zero, but got stride: {list(stride)}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"max_unpool{nd}d" not implemented for \'{_type_name(input.dtype)}\'')
+    lead, volume = tuple(input.shape[:-nd]), int(np.prod(size))
+    flat_x = S.reshape(input, lead + (int(np.prod(input.shape[-nd:])),))
+    if volume == 0 or flat_x.numel() == 0:   # an empty output: a zero-length slice keeps it in the graph
+        return S.reshape(S.narrow(S.reshape(input, (input.numel(),)), 0, 0, 0), lead + tuple(size))
+    if _known(indices):
+        bad = indices.numpy()
+        bad = bad[(bad < 0) | (bad >= volume)]
+        if bad.size:
+            raise RuntimeError(f"Found an invalid max index: {int(bad[0])} (output volumes are of size "
+                               f"{'x'.join(map(str, size))})")
+    from ..creation import zeros
+    base = zeros(lead + (volume,), dtype=input.dtype, device=input.device)
+    out = I.scatter(base, -1, S.reshape(indices, tuple(flat_x.shape)), flat_x)
+    return S.reshape(out, lead + tuple(size))
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """A partial inverse of max_pool1d: each value goes back to its index, every other position is zero."""
+    k = _ntuple(kernel_size, 1)
+    s, p = k if stride is None else _ntuple(stride, 1), _ntuple(padding, 1)
+    size = _unpool_output_size(input, k, s, p, output_size)
+    out = _max_unpool(S.unsqueeze(input, -1), S.unsqueeze(indices, -1), size + [1])
+    return S.squeeze(out, -1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """A partial inverse of max_pool2d: each value goes back to its index, every other position is zero."""
+    k = _ntuple(kernel_size, 2)
+    s, p = k if stride is None else _ntuple(stride, 2), _ntuple(padding, 2)
+    return _max_unpool(input, indices, _unpool_output_size(input, k, s, p, output_size))
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """A partial inverse of max_pool3d: each value goes back to its index, every other position is zero."""
+    k = _ntuple(kernel_size, 3)
+    s, p = k if stride is None else _ntuple(stride, 3), _ntuple(padding, 3)
+    return _max_unpool(input, indices, _unpool_output_size(input, k, s, p, output_size), s)
+
+
 # ----------------------------------------------------------------------------- normalization and embedding
 # Composites of registry ops: their gradients come from the ops' VJPs, eager and traced alike.
 

@@ -13,7 +13,7 @@ from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, Laz
                    LazyConv3d)
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d,
-                      LPPool3d, AdaptiveMaxPool3d)
+                      LPPool3d, AdaptiveMaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .loss import (L1Loss, MSELoss, SmoothL1Loss, HuberLoss, NLLLoss, CrossEntropyLoss, BCELoss, BCEWithLogitsLoss,
                    KLDivLoss, MarginRankingLoss, HingeEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
                    CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, MultiMarginLoss,

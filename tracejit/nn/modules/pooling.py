@@ -1,4 +1,5 @@
-"""MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d, LPPool1d/2d/3d."""
+"""MaxPool1d/2d/3d, MaxUnpool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d, AdaptiveMaxPool1d/2d/3d,
+LPPool1d/2d/3d."""
 from .. import functional as F
 from .module import Module
 
@@ -26,6 +27,32 @@ class MaxPool1d(MaxPool2d):
     def forward(self, input):
         return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxUnpool2d(Module):
+    """A partial inverse of MaxPool2d: forward(input, indices, output_size=None) puts each value back at the index
+    max pooling returned for it, zeros elsewhere."""
+    _nd, _fn = 2, staticmethod(F.max_unpool2d)
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = F._ntuple(kernel_size, self._nd)
+        self.stride = F._ntuple(stride if stride is not None else kernel_size, self._nd)
+        self.padding = F._ntuple(padding, self._nd)
+
+    def forward(self, input, indices, output_size=None):
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    _nd, _fn = 1, staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    _nd, _fn = 3, staticmethod(F.max_unpool3d)
 
 
 class AvgPool2d(Module):
