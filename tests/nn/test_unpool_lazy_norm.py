@@ -156,8 +156,8 @@ BAD_UNPOOL = {
     "integer input": lambda lib: lib.nn.functional.max_unpool2d(_long(lib, 1, 2, 2), _long(lib, 1, 2, 2), 1),
     "output_size too large": lambda lib: lib.nn.functional.max_unpool2d(lib.zeros(1, 2, 2), _long(lib, 1, 2, 2), 2,
                                                                         output_size=(6, 5)),
-    "output_size too small 3d": lambda lib: lib.nn.functional.max_unpool3d(lib.zeros(1, 1, 2, 2), _long(lib, 1, 1, 2, 2),
-                                                                           (1, 2, 2), output_size=[1, 4, 2]),
+    "output_size too small 3d": lambda lib: lib.nn.functional.max_unpool3d(
+        lib.zeros(1, 1, 2, 2), _long(lib, 1, 1, 2, 2), (1, 2, 2), output_size=[1, 4, 2]),
     "output_size length": lambda lib: lib.nn.functional.max_unpool2d(lib.zeros(1, 2, 2), _long(lib, 1, 2, 2), 2,
                                                                      output_size=(4,)),
     "negative output size": lambda lib: lib.nn.functional.max_unpool2d(lib.zeros(1, 2, 2), _long(lib, 1, 2, 2), 1,
@@ -181,3 +181,92 @@ def test_max_unpool_edge_shapes(fn):
     t, j = _both(fn)
     assert tuple(j.shape) == tuple(t.shape)
     _close(j.numpy(), t.numpy())
+
+
+# ----------------------------------------------------------------------------- lazy batch and instance norms
+
+LAZY = [("LazyBatchNorm1d", (4, 3), {}), ("LazyBatchNorm1d", (4, 3, 5), {"affine": False}),
+        ("LazyBatchNorm2d", (2, 3, 4, 4), {"bias": False}), ("LazyBatchNorm3d", (2, 3, 2, 2, 3), {"momentum": None}),
+        ("LazyInstanceNorm1d", (2, 3, 5), {}), ("LazyInstanceNorm2d", (2, 3, 4, 4), {"affine": False}),
+        ("LazyInstanceNorm3d", (2, 3, 2, 2, 3), {"track_running_stats": False}),
+        ("LazyBatchNorm2d", (2, 3, 4, 4), {"track_running_stats": False, "affine": False})]
+
+
+def _lazy_run(lib, name, shape, kw):
+    """Builds the lazy module, records its state before and after two training calls and one eval call."""
+    m = getattr(lib.nn, name)(dtype=lib.float64, **kw)
+    before = (repr(m), sorted(m.state_dict()), [(n, type(b).__name__) for n, b in m.named_buffers()],
+              [(n, type(p).__name__) for n, p in m.named_parameters()], m.has_uninitialized_params())
+    x = lib.tensor(np.random.default_rng(1).standard_normal(shape), requires_grad=True)
+    outs = [m(x) for _ in range(2)]
+    outs[-1].pow(2).sum().backward()
+    m.eval()
+    outs.append(m(x))
+    state = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+    return before, (type(m).__name__, repr(m), m.num_features), state, [o.detach().numpy() for o in outs], \
+        x.grad.numpy()
+
+
+@pytest.mark.parametrize("name,shape,kw", LAZY)
+def test_lazy_norm_materializes_as_torch(name, shape, kw):
+    t, j = _both(lambda lib: _lazy_run(lib, name, shape, kw))
+    assert j[0] == t[0]
+    assert j[1] == t[1]
+    assert list(j[2]) == list(t[2])
+    for k in t[2]:
+        assert j[2][k].shape == t[2][k].shape
+        _close(j[2][k], t[2][k], 1e-10)
+    for a, b in zip(j[3], t[3]):
+        _close(a, b, 1e-10)
+    _close(j[4], t[4], 1e-10)
+
+
+def test_lazy_norm_buffers_are_uninitialized_until_first_call():
+    m = tj.nn.LazyBatchNorm2d()
+    assert isinstance(m.running_mean, tj.nn.UninitializedBuffer)
+    assert isinstance(m.running_var, tj.nn.parameter.UninitializedBuffer)
+    assert isinstance(m.weight, tj.nn.UninitializedParameter)
+    assert m.num_batches_tracked.item() == 0
+    opt = tj.optim.SGD(m.parameters(), lr=0.1)
+    m(tj.ones(2, 4, 3, 3)).sum().backward()
+    opt.step()
+    assert type(m) is tj.nn.BatchNorm2d and type(m.running_mean) is tj.Tensor
+    assert tuple(m.weight.shape) == (4,) and m.weight is opt.param_groups[0]["params"][0]
+
+
+@pytest.mark.parametrize("name", ["LazyBatchNorm1d", "LazyBatchNorm2d"])
+def test_lazy_norm_load_state_dict(name):
+    """Loading materializes the lazy tensors with the loaded shapes; num_features stays 0, as in PyTorch."""
+    shape = (2, 3) + (2,) * int(name[-2])
+    a = RNG.standard_normal(shape).astype(np.float32)
+    res = []
+    for lib in (torch, tj):
+        src = getattr(lib.nn, name.replace("Lazy", ""))(3)
+        src.running_mean.fill_(2.0)
+        src.weight.data.fill_(3.0)
+        m = getattr(lib.nn, name)()
+        m.load_state_dict(src.state_dict())
+        out = m(lib.tensor(a))
+        res.append((type(m).__name__, m.num_features, {k: v.numpy() for k, v in m.state_dict().items()},
+                    out.detach().numpy()))
+    assert res[1][:2] == res[0][:2]
+    for k in res[0][2]:
+        _close(res[1][2][k], res[0][2][k])
+    _close(res[1][3], res[0][3], 1e-5)
+
+
+def test_instance_norm_num_features_mismatch():
+    _same_raise(lambda lib: lib.nn.InstanceNorm2d(4, affine=True)(lib.ones(2, 3, 2, 2)))
+    with pytest.warns(UserWarning, match="does not match num_features"):
+        tj.nn.InstanceNorm1d(4)(tj.ones(3, 5))
+
+
+def test_instance_norm_running_stats_traced_equals_eager():
+    a = RNG.standard_normal((2, 3, 4, 5))
+    eager, traced = tj.nn.InstanceNorm2d(3, track_running_stats=True), tj.nn.InstanceNorm2d(3, track_running_stats=True)
+    step = tj.trace(lambda x: traced(x))
+    for _ in range(3):
+        want = eager(tj.tensor(a))
+        _close(step(tj.tensor(a)).numpy(), want.numpy(), 1e-12)
+    _close(traced.running_mean.numpy(), eager.running_mean.numpy(), 1e-12)
+    _close(traced.running_var.numpy(), eager.running_var.numpy(), 1e-12)

@@ -1738,12 +1738,22 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
                   momentum=0.1, eps=1e-5):
+    """Each (sample, channel) plane normalized by its own mean and variance; given running statistics, those
+    are updated in place (under no_grad) with the batch's mean of the planes' mean and unbiased variance."""
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     dims = tuple(range(2, input.ndim))
     mean = R.mean(input, dims, keepdim=True)
     var = R.var(input, dims, keepdim=True, correction=0)
     out = (input - mean) * E.rsqrt(var + eps)
+    if running_mean is not None or running_var is not None:
+        from ..autograd.grad_mode import no_grad
+        n = input.numel() // max(input.shape[0] * input.shape[1], 1)
+        with no_grad():
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(R.mean(mean.detach(), (0,) + dims) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(R.mean(var.detach(), (0,) + dims) * (momentum * n / (n - 1)))
     shape = (1, input.shape[1]) + (1,) * (input.ndim - 2)
     if weight is not None:
         out = out * S.reshape(weight, shape)

@@ -7,8 +7,11 @@ from .activation import (ReLU, ReLU6, Threshold, LeakyReLU, GELU, SiLU, ELU, Tan
 from .dropout import Dropout, Dropout1d, Dropout2d, AlphaDropout, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .sparse import Embedding, EmbeddingBag
-from .normalization import LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm
-from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm
+from .normalization import LayerNorm, GroupNorm, LocalResponseNorm
+from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm, LazyBatchNorm1d, LazyBatchNorm2d,
+                        LazyBatchNorm3d)
+from .instancenorm import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d,
+                           LazyInstanceNorm3d)
 from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, LazyConv1d, LazyConv2d,
                    LazyConv3d)
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,

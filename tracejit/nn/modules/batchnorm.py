@@ -1,4 +1,4 @@
-"""BatchNorm1d/2d/3d and SyncBatchNorm (BatchNorm on one process).
+"""BatchNorm1d/2d/3d, SyncBatchNorm (BatchNorm on one process), LazyBatchNorm1d/2d/3d and the lazy norms' base.
 
 Batch statistics and running-stat updates in training, running statistics in eval.
 
@@ -7,6 +7,7 @@ counter `num_batches_tracked` is a tensor: a traced training step updates them o
 """
 from ... import creation as C, _dtype as D
 from .. import functional as F
+from .lazy import LazyModuleMixin, UninitializedBuffer, UninitializedParameter
 from .module import Module
 from .normalization import affine_parameters, reset_affine
 
@@ -70,7 +71,7 @@ class _BatchNorm(_NormBase):
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average: 1/n, as a tensor so a trace stays correct
-                factor = 1.0 / self.num_batches_tracked
+                factor = 1.0 / self.num_batches_tracked.double()
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_running = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_running else None,
@@ -94,6 +95,51 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+class _LazyNormBase(LazyModuleMixin, _NormBase):
+    """A norm layer whose num_features is the first input's size(1): weight and bias are UninitializedParameters
+    and the running mean and variance UninitializedBuffers until then (num_batches_tracked is a plain 0)."""
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = C.tensor(0, dtype=D.int64, device=device)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            self.num_features = input.shape[1]
+            for t in (self.weight, self.bias, self.running_mean, self.running_var):
+                if t is not None:
+                    t.materialize((self.num_features,))
+            self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+    """BatchNorm1d whose num_features is the first input's size(1)."""
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+    """BatchNorm2d whose num_features is the first input's size(1)."""
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    """BatchNorm3d whose num_features is the first input's size(1)."""
+    cls_to_become = BatchNorm3d
 
 
 class SyncBatchNorm(_BatchNorm):

@@ -19,8 +19,8 @@ def _infer_parameters(module, args):
 
 
 class LazyModuleMixin:
-    """Mixed in before the eager class: registers the first-call hook; state_dict keeps the lazy parameters as they
-    are, and load_state_dict gives them the loaded shapes first."""
+    """Mixed in before the eager class: registers the first-call hook; state_dict keeps the lazy parameters and
+    buffers as they are, and load_state_dict gives them the loaded shapes first."""
     cls_to_become = None
 
     def __init__(self, *args, **kwargs):
@@ -43,7 +43,7 @@ class LazyModuleMixin:
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        for name, p in list(self._parameters.items()):
+        for name, p in list(self._parameters.items()) + list(self._buffers.items()):
             key = prefix + name
             if is_lazy(p) and key in state_dict and not is_lazy(state_dict[key]):
                 p.materialize(state_dict[key].shape)

@@ -1,5 +1,5 @@
-"""LayerNorm, GroupNorm, InstanceNorm1d/2d/3d, and the affine weight and bias every normalization layer has
-(BatchNorm too)."""
+"""LayerNorm, GroupNorm, LocalResponseNorm, and the affine weight and bias every normalization layer has
+(BatchNorm and InstanceNorm too)."""
 import numbers
 
 from ... import creation as C
@@ -65,39 +65,6 @@ class GroupNorm(Module):
     def extra_repr(self):
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
-
-
-class _InstanceNorm(Module):
-    DIMS = 2
-
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
-        super().__init__()
-        if track_running_stats:
-            raise NotImplementedError(f"{type(self).__name__}: track_running_stats=True is not supported by tracejit")
-        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
-        self.track_running_stats = False
-        affine_parameters(self, affine, (num_features,), True, dtype, device)
-        reset_affine(self)
-
-    def forward(self, input):
-        if input.dim() not in (self.DIMS + 1, self.DIMS + 2):
-            raise ValueError(f"expected {self.DIMS + 1}D or {self.DIMS + 2}D input (got {input.dim()}D input)")
-        if input.dim() == self.DIMS + 1:            # no batch dim
-            return F.instance_norm(input.unsqueeze(0), weight=self.weight, bias=self.bias, eps=self.eps).squeeze(0)
-        return F.instance_norm(input, weight=self.weight, bias=self.bias, eps=self.eps)
-
-
-class InstanceNorm1d(_InstanceNorm):
-    DIMS = 1
-
-
-class InstanceNorm2d(_InstanceNorm):
-    DIMS = 2
-
-
-class InstanceNorm3d(_InstanceNorm):
-    DIMS = 3
 
 
 class LocalResponseNorm(Module):
