@@ -132,11 +132,27 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
 
 # ----------------------------------------------------------------------------- norms
 
+def _to_norm_dtype(x, dtype, name):
+    """x in the dtype a norm's `dtype=` asks for, checked as PyTorch's: a floating input, a floating dtype, and no
+    narrowing (float64 -> float32 raises)."""
+    from ._dtype import promote_types, to_dtype
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{_L._dtname(x.dtype)}")
+    dtype = to_dtype(dtype)
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"linalg.{name}: dtype should be floating point or complex, but got {_L._dtname(dtype)}")
+    if promote_types(x.dtype, dtype) is not dtype:
+        raise RuntimeError(f"linalg.{name}: the dtype of the input ({_L._dtname(x.dtype)}) should be convertible "
+                           f"without narrowing to the specified dtype ({_L._dtname(dtype)})")
+    return x.to(dtype)
+
+
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if isinstance(ord, str):
         raise TypeError("linalg_vector_norm(): argument 'ord' (position 2) must be Number, not str")
     if dtype is not None:
-        x = x.to(dtype)
+        x = _to_norm_dtype(x, dtype, "vector_norm")
     return _R.vector_norm(x, ord, dim, keepdim)
 
 
@@ -153,7 +169,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord not in _MATRIX_ORDS or isinstance(ord, bool):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     if dtype is not None:
-        A = A.to(dtype)
+        A = _to_norm_dtype(A, dtype, "matrix_norm")
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"linalg.matrix_norm: Expected a floating point or complex tensor as input. Got "
                            f"{_L._dtname(A.dtype)}")
@@ -185,7 +201,9 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """A vector norm (dim an int, or no ord and no dim: of all elements) or a matrix norm (dim a 2-tuple, or a
     2-D input with ord and no dim), as torch.linalg.norm chooses."""
     if dim is not None:
-        if (isinstance(dim, int) or len(dim) == 1) and not isinstance(ord, str):
+        if not isinstance(dim, int) and len(dim) not in (1, 2):
+            raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. Got {list(dim)}")
+        if ord is None or ((isinstance(dim, int) or len(dim) == 1) and not isinstance(ord, str)):
             return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     if ord is None:

@@ -270,3 +270,52 @@ def test_instance_norm_running_stats_traced_equals_eager():
         _close(step(tj.tensor(a)).numpy(), want.numpy(), 1e-12)
     _close(traced.running_mean.numpy(), eager.running_mean.numpy(), 1e-12)
     _close(traced.running_var.numpy(), eager.running_var.numpy(), 1e-12)
+
+
+# ----------------------------------------------------------------------------- errors as PyTorch's
+
+ERRORS = {
+    "adaptive_max_pool1d empty length": lambda lib: lib.nn.functional.adaptive_max_pool1d(lib.zeros(2, 3, 0), 2),
+    "adaptive_max_pool2d empty height": lambda lib: lib.nn.functional.adaptive_max_pool2d(lib.zeros(2, 3, 0, 4), 2),
+    "adaptive_max_pool2d empty channels": lambda lib: lib.nn.functional.adaptive_max_pool2d(lib.zeros(2, 0, 3, 4), 2),
+    "adaptive_max_pool2d unbatched empty": lambda lib: lib.nn.functional.adaptive_max_pool2d(lib.zeros(3, 4, 0), 2),
+    "adaptive_max_pool2d indices empty channels": lambda lib: lib.nn.functional.adaptive_max_pool2d(
+        lib.zeros(2, 0, 3, 4), 2, return_indices=True),
+    "adaptive_max_pool3d empty": lambda lib: lib.nn.AdaptiveMaxPool3d(2)(lib.zeros(2, 3, 2, 0, 4)),
+    "uninitialized parameter shape": lambda lib: lib.nn.parameter.UninitializedParameter().shape,
+    "uninitialized buffer shape": lambda lib: lib.nn.parameter.UninitializedBuffer().shape,
+    "lazy weight shape": lambda lib: lib.nn.LazyLinear(3).weight.shape,
+    "matrix_norm narrowing": lambda lib: lib.linalg.matrix_norm(lib.ones(3, 3, dtype=lib.float64), dtype=lib.float32),
+    "matrix_norm nuc narrowing": lambda lib: lib.linalg.matrix_norm(lib.ones(3, 3, dtype=lib.float64), "nuc",
+                                                                    dtype=lib.float32),
+    "matrix_norm to half": lambda lib: lib.linalg.matrix_norm(lib.ones(3, 3), 2, dtype=lib.float16),
+    "matrix_norm integer dtype": lambda lib: lib.linalg.matrix_norm(lib.ones(3, 3), dtype=lib.int64),
+    "matrix_norm integer input": lambda lib: lib.linalg.matrix_norm(lib.ones(3, 3, dtype=lib.int64),
+                                                                    dtype=lib.float64),
+    "vector_norm narrowing": lambda lib: lib.linalg.vector_norm(lib.ones(3, dtype=lib.float64), dtype=lib.float32),
+    "norm narrowing": lambda lib: lib.linalg.norm(lib.ones(3, 3, dtype=lib.float64), dim=(0, 1), dtype=lib.float32),
+    "norm fro narrowing": lambda lib: lib.linalg.norm(lib.ones(3, 3, dtype=lib.float64), "fro", dtype=lib.float32),
+    "norm three dims": lambda lib: lib.linalg.norm(lib.ones(2, 3, 4), dim=(0, 1, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_errors_as_torch(case):
+    _same_raise(ERRORS[case])
+
+
+def test_uninitialized_use_is_still_value_error():
+    with pytest.raises(ValueError, match="uninitialized parameter"):
+        tj.nn.parameter.UninitializedParameter() + 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda lib: lib.linalg.matrix_norm(lib.arange(9.0).reshape(3, 3), dtype=lib.float64),
+    lambda lib: lib.linalg.matrix_norm(lib.arange(9.0, dtype=lib.float16).reshape(3, 3), 1, dtype=lib.float32),
+    lambda lib: lib.linalg.norm(lib.arange(24.0).reshape(2, 3, 4), dim=(0, 2), dtype=lib.float64),
+    lambda lib: lib.linalg.vector_norm(lib.arange(4.0), 3, dtype=lib.float64),
+])
+def test_norm_widening_dtype(fn):
+    t, j = _both(fn)
+    assert str(j.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+    _close(j.numpy(), t.numpy(), 1e-3)

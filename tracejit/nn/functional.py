@@ -1521,6 +1521,7 @@ def _adaptive_max(x, dim, m):
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     x, unbatched = _batched(input, 3, "adaptive_max_pool2d")
+    _check_adaptive_nonempty(input, 2)
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
     oh, ow = x.shape[2] if oh is None else oh, x.shape[3] if ow is None else ow
     if return_indices:
@@ -1529,13 +1530,17 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def _check_adaptive_nonempty(input, nd):
+    """PyTorch's adaptive_max_pool{nd}d accepts an empty batch but no empty channel or spatial dim."""
+    for d in range(max(input.ndim - nd - 1, 0), input.ndim):
+        if input.shape[d] == 0:
+            raise RuntimeError(f"adaptive_max_pool{nd}d(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty")
+
+
 def _adaptive_max_indices(input, sizes):
     """(values, indices) of adaptive max pooling of input's trailing len(sizes) dims to those output sizes."""
-    sizes, name = [int(m) for m in sizes], f"adaptive_max_pool{len(sizes)}d"
-    for d in range(input.ndim - len(sizes), input.ndim):
-        if input.shape[d] == 0:
-            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
-                               f"has sizes {list(input.shape)} with dimension {d} being empty")
+    sizes = [int(m) for m in sizes]
     if min(sizes) < 0:
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(sizes)}: adaptive max pooling "
                            f"needs output sizes >= 0")
@@ -1555,10 +1560,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     if len(sizes) != 3:
         raise RuntimeError(f"adaptive_max_pool3d(): output_size must be an int or 3 ints (None keeps that size), "
                            f"got {list(sizes)}")
-    for d in range(input.ndim - 4, input.ndim):
-        if input.shape[d] == 0:
-            raise RuntimeError(f"adaptive_max_pool3d(): Expected input to have non-zero size for non-batch "
-                               f"dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty")
+    _check_adaptive_nonempty(input, 3)
     x, unbatched = _batched(input, 4, "adaptive_max_pool3d")
     if return_indices:
         return _adaptive_max_indices(input, [x.shape[d] if m is None else m for d, m in zip((2, 3, 4), sizes)])
@@ -1570,6 +1572,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     x, unbatched = _batched(input, 2, "adaptive_max_pool1d")
+    _check_adaptive_nonempty(input, 1)
     if return_indices:
         return _adaptive_max_indices(input, (int(_single(output_size)),))
     out = _adaptive_max(x, 2, int(_single(output_size)))

@@ -1,6 +1,7 @@
 """Parameter (a leaf tensor a Module registers as trainable) and Buffer (a marker for module state); the lazy
 modules' UninitializedParameter and UninitializedBuffer (no shape and no values until `materialize`), is_lazy."""
 from .._tensor import Tensor
+from ..ops.registry import WordedValueError
 
 
 def _alias(cls, data):
@@ -70,13 +71,13 @@ class _NoData:
     __slots__ = ()
 
     def __getattr__(self, name):
-        raise ValueError(_USE)
+        raise WordedValueError(_USE)
 
     def __array__(self, *args, **kwargs):
-        raise ValueError(_USE)
+        raise WordedValueError(_USE)
 
     def __len__(self):
-        raise ValueError(_USE)
+        raise WordedValueError(_USE)
 
 
 class UninitializedTensorMixin:
@@ -96,6 +97,16 @@ class UninitializedTensorMixin:
         data = empty(tuple(shape), device=device or kw["device"], dtype=dtype or kw["dtype"])
         self._data = data._data
         self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. This error usually "
+                           "happens in `load_state_dict` when trying to load an uninitialized parameter into an "
+                           "initialized one. Call `forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def numel(self):
+        raise WordedValueError(_USE)
 
     def __repr__(self):
         return f"<{type(self).__name__}>"

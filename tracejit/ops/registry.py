@@ -176,7 +176,7 @@ def apply(op, *args, **attrs):
                     res = op.impl(*arrays, **attrs)
                 else:                   # a cuda tensor exists somewhere: route by device
                     res = state.cuda(op, arrays, attrs)
-            except WordedIndexError:
+            except (WordedIndexError, WordedValueError):
                 raise
             except (ValueError, IndexError, TypeError) as e:
                 raise _user_error(op, args, e) from None
@@ -250,6 +250,10 @@ def _fresh_view(t):
 class WordedIndexError(IndexError):
     """An IndexError an op's impl raises in PyTorch's own words: apply passes it on as it is (any other numpy
     error is reworded by _user_error, naming the op)."""
+
+
+class WordedValueError(ValueError):
+    """A ValueError already in PyTorch's words (the use of an uninitialized lazy parameter): apply passes it on."""
 
 
 def _user_error(op, args, e):
