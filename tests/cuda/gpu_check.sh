@@ -36,7 +36,7 @@ ic_ab() {   # bits configs
     | tee "$OUT/interleave_$1.log" | tail -24
 }
 [ -n "$AVX512" ] && ic_ab 512 '[{}, {"INTERLEAVE": 8}, {"INTERLEAVE": 2}, {"STAGE_HEAVY": 2}, {}]'
-if [ -n "$AVX512" ]; then   # the direct convolutions' 16-float tiles against the 8-float ones, per layer and in the step
+if [ -n "$AVX512" ]; then   # the conv tiles of 16 floats against those of 8, per layer and in the step
   for lanes in 16 8; do
     echo "== conv layers and the ResNet step, TRACEJIT_CONV_LANES=$lanes"
     TRACEJIT_CONV_LANES=$lanes timeout ${CONV_TIMEOUT:-90} $PY benches/bench_conv_layers.py 2>&1 \
