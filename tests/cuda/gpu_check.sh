@@ -36,6 +36,10 @@ ic_ab() {   # bits configs
     | tee "$OUT/interleave_$1.log" | tail -24
 }
 [ -n "$AVX512" ] && ic_ab 512 '[{}, {"INTERLEAVE": 8}, {"INTERLEAVE": 2}, {"STAGE_HEAVY": 2}, {}]'
+if [ -n "$AVX512" ]; then   # tanh and sigmoid without a division (issue 18's two misses at 512 bits)
+  echo "== tanh and sigmoid: division or Newton steps"
+  timeout ${IC_TIMEOUT:-100} $PY benches/bench_vmath_recip.py 2>&1 | tee "$OUT/vmath_recip.log" | tail -9
+fi
 if [ -n "$AVX512" ]; then   # the conv tiles of 16 floats against those of 8, per layer and in the step
   for lanes in 16 8; do
     echo "== conv layers and the ResNet step, TRACEJIT_CONV_LANES=$lanes"
