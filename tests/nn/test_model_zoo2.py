@@ -3,6 +3,7 @@ MBConv, GNN message passing, top-2 MoE, RealNVP), written in PyTorch's API, the 
 `tracejit`. From PyTorch's weights (its state_dict loaded strictly), one training-mode forward and backward: the loss
 and every parameter's gradient equal PyTorch's, eagerly and traced. Below them, regression tests for the tracejit bugs
 these models found."""
+import functools
 import os
 import sys
 
@@ -57,3 +58,55 @@ def test_model_matches_pytorch(name, traced):
     tb = dict(tm.named_buffers())
     for k, b in jm.named_buffers():                               # BatchNorm running statistics after the step
         np.testing.assert_allclose(b.numpy(), tb[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def _load_from_torch(jm, tm):
+    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_lstm_proj_size_matches_pytorch(packed, traced):
+    """LSTM's proj_size (was NotImplementedError): weight_hr_l{k} (P, H) projects h; h_0/h_n and the output have
+    size P, c has hidden_size; 2 bidirectional layers, with a given (h_0, c_0), packed with unsorted lengths."""
+    torch = pytest.importorskip("torch")
+    kw = dict(input_size=4, hidden_size=6, num_layers=2, bidirectional=True, proj_size=3, batch_first=True)
+    torch.manual_seed(0)
+    tm, jm = torch.nn.LSTM(**kw), tracejit.nn.LSTM(**kw)
+    assert [(k, tuple(v.shape)) for k, v in jm.state_dict().items()] == \
+        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert repr(jm) == repr(tm)
+    _load_from_torch(jm, tm)
+    rng = np.random.default_rng(1)
+    x, h0, c0 = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5, 4), (4, 3, 3), (4, 3, 6)))
+
+    def run(lib, m, x, h0, c0):
+        if packed:
+            x = lib.nn.utils.rnn.pack_padded_sequence(x, (5, 2, 4), batch_first=True, enforce_sorted=False)
+        out, (h, c) = m(x, (h0, c0))
+        if packed:
+            out = lib.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+        loss = out.pow(2).sum() + h.sum() + c.pow(2).mean()
+        loss.backward()
+        return loss.detach()
+    tl = run(torch, tm, *(torch.tensor(a) for a in (x, h0, c0)))
+    jl = (tracejit.trace(functools.partial(run, tracejit, jm)) if traced else functools.partial(run, tracejit, jm))(
+        *(tracejit.tensor(a) for a in (x, h0, c0)))
+    np.testing.assert_allclose(jl.numpy(), tl.numpy(), rtol=1e-5)
+    tg = dict(tm.named_parameters())
+    for k, p in jm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tg[k].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_lstm_proj_size_errors_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tracejit):
+        with pytest.raises(ValueError, match="smaller than hidden_size"):
+            lib.nn.LSTM(4, 3, proj_size=3)
+        with pytest.raises(ValueError, match="positive integer or zero"):
+            lib.nn.LSTM(4, 3, proj_size=-1)
+        m = lib.nn.LSTM(4, 6, proj_size=2)
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(1, 3, 2\), got \[1, 3, 6\]"):
+            m(lib.zeros(5, 3, 4), (lib.zeros(1, 3, 6), lib.zeros(1, 3, 6)))
+        with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 3, 6\), got \[1, 3, 2\]"):
+            m(lib.zeros(5, 3, 4), (lib.zeros(1, 3, 2), lib.zeros(1, 3, 2)))

@@ -4,8 +4,9 @@ input and state layouts), each layer and direction a `tracejit.scan` over time.
 The input projection of a whole sequence is one matrix product before the loop (with both biases, except
 GRU's, whose hidden bias sits inside its reset gate's product); each step does the hidden projection and the gate
 math. A PackedSequence runs as its padded batch with a mask: a sequence's state stops changing after its last step
-(and, in reverse, starts there), so each one's last hidden state is the state at its own length. Not supported (an
-error says so): LSTM's `proj_size`.
+(and, in reverse, starts there), so each one's last hidden state is the state at its own length. LSTM's
+`proj_size` P > 0 projects each step's hidden state by weight_hr (P, hidden_size): h, the output and the next
+layer's input have size P, the cell state keeps hidden_size.
 """
 import math
 
@@ -21,14 +22,17 @@ from .module import Module
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 
-def _step(mode, H, w_hh, b_hh):
-    """combine_fn for scan, and a cell's step: (state, projected input x_t) -> (new state, h_t)."""
+def _step(mode, H, w_hh, b_hh, w_hr=None):
+    """combine_fn for scan, and a cell's step: (state, projected input x_t) -> (new state, h_t). w_hr: LSTM's
+    projection of h (proj_size), if any."""
     if mode == "LSTM":
         def step(state, gx):
             h, c = state
             i, f, g, o = (gx + F.linear(h, w_hh, b_hh)).chunk(4, -1)
             c = f.sigmoid() * c + i.sigmoid() * g.tanh()
             h = o.sigmoid() * c.tanh()
+            if w_hr is not None:
+                h = F.linear(h, w_hr)
             return (h, c), h
     elif mode == "GRU":
         def step(h, gx):
@@ -69,22 +73,29 @@ class RNNBase(Module):
         if not (isinstance(dropout, (int, float)) and 0 <= dropout <= 1) or isinstance(dropout, bool):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
-        if proj_size:
-            raise NotImplementedError("tracejit: LSTM's proj_size is not supported")
+        if not isinstance(proj_size, int) or isinstance(proj_size, bool) or proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.bidirectional, self.proj_size = bidirectional, proj_size
-        gate_size = _GATES[mode] * hidden_size
+        gate_size, real_hidden = _GATES[mode] * hidden_size, proj_size or hidden_size
         self._flat_weights_names = []
         for layer in range(num_layers):
             for suffix in ("", "_reverse")[:2 if bidirectional else 1]:
-                size_in = input_size if layer == 0 else hidden_size * (2 if bidirectional else 1)
+                size_in = input_size if layer == 0 else real_hidden * (2 if bidirectional else 1)
                 names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
-                shapes = [(gate_size, size_in), (gate_size, hidden_size)]
+                shapes = [(gate_size, size_in), (gate_size, real_hidden)]
                 if bias:
                     names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
                     shapes += [(gate_size,), (gate_size,)]
+                if proj_size:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+                    shapes.append((proj_size, hidden_size))
                 for name, shape in zip(names, shapes):
                     setattr(self, name, Parameter(C.empty(shape, dtype=dtype, device=device)))
                 self._flat_weights_names += names
@@ -101,7 +112,29 @@ class RNNBase(Module):
 
     def _weights(self, layer, suffix):
         g = lambda n: getattr(self, f"{n}_l{layer}{suffix}", None)  # noqa: E731
-        return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh")
+        return g("weight_ih"), g("weight_hh"), g("bias_ih"), g("bias_hh"), g("weight_hr")
+
+    def _state_shapes(self, N):
+        """The expected shapes of h_0 (and c_0): (layers * directions, N, proj_size or hidden_size), c_0's with
+        hidden_size."""
+        L = self.num_layers * (2 if self.bidirectional else 1)
+        h = (L, N, self.proj_size or self.hidden_size)
+        return (h, (L, N, self.hidden_size)) if self.mode == "LSTM" else (h,)
+
+    def _initial_state(self, hx, N, x, batched=True):
+        """hx checked against the expected shapes, or zeros of them when None (a tuple (h, c) for LSTM)."""
+        lstm, shapes = self.mode == "LSTM", self._state_shapes(N)
+        if hx is None:
+            zeros = tuple(C.zeros(s, dtype=x.dtype, device=x.device) for s in shapes)
+            return zeros if lstm else zeros[0]
+        parts = hx if lstm else (hx,)
+        if not batched:
+            parts = tuple(p.unsqueeze(1) for p in parts)
+        for i, (p, want) in enumerate(zip(parts, shapes)):
+            if tuple(p.shape) != want:
+                which = f"hidden[{i}]" if lstm else "hidden"
+                raise RuntimeError(f"Expected {which} size {want}, got {list(p.shape)}")
+        return parts if lstm else parts[0]
 
     def forward(self, input, hx=None):
         from ..utils.rnn import PackedSequence
@@ -117,20 +150,7 @@ class RNNBase(Module):
         x = input if batched else input.unsqueeze(1)
         if self.batch_first and batched:
             x = x.transpose(0, 1)
-        D = 2 if self.bidirectional else 1
-        N, H = x.shape[1], self.hidden_size
-        want = (self.num_layers * D, N, H)
-        if hx is None:
-            h0 = C.zeros(want, dtype=x.dtype, device=x.device)
-            hx = (h0, h0) if lstm else h0
-        else:
-            parts = hx if lstm else (hx,)
-            if not batched:
-                parts = tuple(p.unsqueeze(1) for p in parts)
-            for p in parts:
-                if tuple(p.shape) != want:
-                    raise RuntimeError(f"Expected hidden size {want}, got {list(p.shape)}")
-            hx = parts if lstm else parts[0]
+        hx = self._initial_state(hx, x.shape[1], x, batched)
         out, hn, cn = self._layers(x, hx)
         if self.batch_first and batched:
             out = out.transpose(0, 1)
@@ -149,17 +169,10 @@ class RNNBase(Module):
                                f"got {data.shape[-1]}")
         x, lengths = pad_packed_sequence(PackedSequence(data, batch_sizes), total_length=None)
         T, N = x.shape[0], x.shape[1]
-        want = ((2 if self.bidirectional else 1) * self.num_layers, N, self.hidden_size)
-        if hx is None:
-            h0 = C.zeros(want, dtype=x.dtype, device=x.device)
-            hx = (h0, h0) if lstm else h0
-        else:
-            for p in (hx if lstm else (hx,)):
-                if tuple(p.shape) != want:
-                    raise RuntimeError(f"Expected hidden size {want}, got {list(p.shape)}")
-            if sorted_indices is not None:          # the states in the sequences' sorted order
-                hx = tuple(p.index_select(1, sorted_indices) for p in hx) if lstm else \
-                    hx.index_select(1, sorted_indices)
+        given = hx is not None
+        hx = self._initial_state(hx, N, x)
+        if given and sorted_indices is not None:          # the states in the sequences' sorted order
+            hx = tuple(p.index_select(1, sorted_indices) for p in hx) if lstm else hx.index_select(1, sorted_indices)
         steps = C.tensor(np.arange(T)[:, None, None] < lengths.numpy()[None, :, None])       # (T, N, 1)
         out, hn, cn = self._layers(x, hx, steps)
         out = PackedSequence(_pack(out, lengths), batch_sizes, sorted_indices, unsorted_indices)
@@ -177,7 +190,7 @@ class RNNBase(Module):
         for layer in range(self.num_layers):
             outs = []
             for d, suffix in enumerate(("", "_reverse")[:D]):
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, suffix)
+                w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, suffix)
                 k = layer * D + d
                 state = (hx[0][k], hx[1][k]) if lstm else hx[k]
                 if self.mode != "GRU" and b_hh is not None:
@@ -185,7 +198,7 @@ class RNNBase(Module):
                     # per step, so their gradient is one sum after the loop, not a sum and an add per step
                     b_ih, b_hh = b_ih + b_hh, None
                 gx = F.linear(x, w_ih, b_ih)            # every time step's input projection at once
-                step = _step(self.mode, self.hidden_size, w_hh, b_hh)
+                step = _step(self.mode, self.hidden_size, w_hh, b_hh, w_hr)
                 if steps is None:
                     state, ys = scan(step, state, gx, reverse=d == 1)
                 else:
@@ -203,6 +216,8 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
