@@ -180,3 +180,21 @@ def test_a_failed_background_helper_leaves_the_variant_to_the_caller(two_threads
     assert not par.signatures
     np.testing.assert_array_equal(tf(x).numpy(), first)
     assert par.signatures               # compiled by this process at that call
+
+
+def test_ended_background_helpers_are_reaped(two_threads_par):
+    """A background helper whose kernels are never called again is still reaped (no zombie left) when the next
+    program forks one."""
+    if not os.path.exists("/proc/self/stat"):
+        pytest.skip("reads process states from /proc")
+    x = tj.tensor(np.random.default_rng(2).standard_normal(5000, dtype=np.float32))
+    n0 = len(workers._BACKGROUND)
+    tj.trace(g)(x)
+    assert len(workers._BACKGROUND) == n0 + 1
+    pid = workers._BACKGROUND[-1][0]
+    deadline = time.monotonic() + 120
+    while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    tj.trace(lambda x: g(x) * 2)(x)           # another program: its compile_later reaps the first helper
+    assert not os.path.exists(f"/proc/{pid}"), "the first helper is still a zombie"

@@ -160,6 +160,7 @@ def _fork_helper(sigs, nice=0):
 
 
 _LATER = {}             # id(dispatcher) -> (its cache index path, [helper pid, exit status or None])
+_BACKGROUND = []        # those [pid, status] of background helpers not reaped yet
 
 
 def compile_later(jobs):
@@ -167,11 +168,14 @@ def compile_later(jobs):
     goes on (their first calls take another variant until `ready`); returns the jobs the caller compiles now (no
     fork, no disk cache, or in the cache already: loaded)."""
     from numba import typeof
+    for state in list(_BACKGROUND):     # (reap the helpers that ended, whether or not their kernels were called)
+        _poll(state)
     later = [(d, a) for d, a in jobs if id(d) not in _LATER and _needs_compiling(d)]
     if later and max_helpers() > 0 and hasattr(os, "fork"):
         pid = _fork_helper([(d, tuple(typeof(x) for x in a)) for d, a in later], nice=10)
         if pid:
             state = [pid, None]
+            _BACKGROUND.append(state)
             for d, _ in later:
                 _LATER[id(d)] = (d._cache._cache_file._index_path, state)
     return [(d, a) for d, a in jobs if id(d) not in _LATER]        # (an earlier program's too: being compiled)
@@ -184,6 +188,14 @@ def ready(disp):
     if job is None:
         return True
     index, state = job
+    if os.path.exists(index) or _poll(state):
+        del _LATER[id(disp)]
+        return True
+    return False
+
+
+def _poll(state):
+    """Whether the background helper [pid, status] has ended (reaped here, once)."""
     if state[1] is None:
         try:
             done, status = os.waitpid(state[0], os.WNOHANG)
@@ -191,10 +203,8 @@ def ready(disp):
             done, status = 1, 0
         if done:
             state[1] = status
-    if os.path.exists(index) or state[1] is not None:
-        del _LATER[id(disp)]
-        return True
-    return False
+            _BACKGROUND.remove(state)
+    return state[1] is not None
 
 
 def _helper(sigs):
