@@ -17,7 +17,6 @@ from model_zoo2 import models  # noqa: E402
 
 
 NAMES = [m[0] for m in models(tracejit)]
-XFAIL = {}
 
 
 def _args(lib, args):
@@ -25,18 +24,21 @@ def _args(lib, args):
     return [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
 
 
+def _load_from_torch(jm, tm):
+    """PyTorch module tm's state_dict loaded (strictly) into tracejit module jm."""
+    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+
+
 @pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
 @pytest.mark.parametrize("name", NAMES)
 def test_model_matches_pytorch(name, traced):
     torch = pytest.importorskip("torch")
-    if (name, traced) in XFAIL:
-        pytest.xfail(XFAIL[name, traced])
     i = NAMES.index(name)
     _, TM, inputs, tloss = models(torch)[i]
     _, JM, _, jloss = models(tracejit)[i]
     torch.manual_seed(0)
     tm, jm = TM(), JM()
-    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+    _load_from_torch(jm, tm)
     args = inputs()
     tl = tloss(tm(*_args(torch, args)))
     tl.backward()
@@ -58,10 +60,6 @@ def test_model_matches_pytorch(name, traced):
     tb = dict(tm.named_buffers())
     for k, b in jm.named_buffers():                               # BatchNorm running statistics after the step
         np.testing.assert_allclose(b.numpy(), tb[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
-
-
-def _load_from_torch(jm, tm):
-    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -110,3 +108,44 @@ def test_lstm_proj_size_errors_as_pytorch():
             m(lib.zeros(5, 3, 4), (lib.zeros(1, 3, 6), lib.zeros(1, 3, 6)))
         with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(1, 3, 6\), got \[1, 3, 2\]"):
             m(lib.zeros(5, 3, 4), (lib.zeros(1, 3, 2), lib.zeros(1, 3, 2)))
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_spectral_norm_matches_pytorch(traced):
+    """nn.utils.spectral_norm (was missing), as an SNGAN discriminator uses it: weight_orig, weight_u, weight_v; in
+    training each call runs the power iteration and updates u and v in place (traced: written back after the run);
+    the loss, the gradients and u, v after two steps equal PyTorch's, then eval mode, then remove_spectral_norm."""
+    torch = pytest.importorskip("torch")
+
+    def build(lib):
+        nn = lib.nn
+        return nn.Sequential(nn.utils.spectral_norm(nn.Conv2d(3, 4, 3, 2, 1)), nn.LeakyReLU(0.2),
+                             nn.utils.spectral_norm(nn.ConvTranspose2d(4, 2, 2, 2), n_power_iterations=2))
+    torch.manual_seed(0)
+    tm, jm = build(torch), build(tracejit)
+    assert list(jm.state_dict()) == list(tm.state_dict())
+    _load_from_torch(jm, tm)
+    x = np.random.default_rng(2).standard_normal((2, 3, 6, 6)).astype(np.float32)
+
+    def step(m, x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        return loss.detach()
+    jstep = tracejit.trace(step) if traced else step
+    for _ in range(2):
+        tl, jl = step(tm, torch.tensor(x)), jstep(jm, tracejit.tensor(x))
+        np.testing.assert_allclose(jl.numpy(), tl.numpy(), rtol=1e-5)
+    tp = dict(tm.named_parameters())
+    for k, p in jm.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), tp[k].grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+    for k, b in jm.state_dict().items():
+        np.testing.assert_allclose(b.numpy(), tm.state_dict()[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    tm.eval(), jm.eval()
+    np.testing.assert_allclose(jm(tracejit.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    for lib, m in ((torch, tm), (tracejit, jm)):
+        lib.nn.utils.remove_spectral_norm(m[0])
+    assert list(jm.state_dict()) == list(tm.state_dict())
+    np.testing.assert_allclose(jm[0].weight.detach().numpy(), tm[0].weight.detach().numpy(), rtol=1e-5, atol=1e-7)
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
+        tracejit.nn.utils.spectral_norm(jm[2])
