@@ -10,27 +10,7 @@ import pytest
 
 import tracejit as tj
 
-D = tj.distributions
-RNG = np.random.default_rng(0)
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    torch.distributions.Distribution.set_default_validate_args(True)
-    return torch
-
-
-def _close(a, b, tol=1e-10):
-    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=tol, atol=tol)
-
-
-def _pos(*shape):
-    return RNG.random(shape) + 0.2
-
-
-def _probs(*shape):
-    p = RNG.random(shape) + 0.05
-    return p / p.sum(-1, keepdims=True)
+from test_distributions import D, RNG, _close, _pos, _probs, _torch  # noqa: F401  (shared helpers)
 
 
 def _spd(*shape):

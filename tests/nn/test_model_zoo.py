@@ -18,27 +18,38 @@ from model_zoo import models  # noqa: E402
 NAMES = [m[0] for m in models(tracejit)]
 
 
-@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
-@pytest.mark.parametrize("name", NAMES)
-def test_model_matches_pytorch(name, traced):
+def _args(lib, args):
+    """numpy arrays as `lib` tensors; other arguments (a tuple of lengths) as they are."""
+    return [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def load_from_torch(jm, tm):
+    """PyTorch module tm's state_dict loaded (strictly) into tracejit module jm."""
+    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+
+
+def check_model(models, i, traced):
+    """Zoo entry i (`models(lib)`, see examples/model_zoo.py) from PyTorch's weights: one training-mode forward and
+    backward, the loss, every parameter's gradient and the buffers after it (BatchNorm's running statistics) equal
+    PyTorch's, eagerly or traced."""
     torch = pytest.importorskip("torch")
-    i = NAMES.index(name)
     _, TM, inputs, tloss = models(torch)[i]
     _, JM, _, jloss = models(tracejit)[i]
     torch.manual_seed(0)
     tm, jm = TM(), JM()
-    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
+    load_from_torch(jm, tm)
     args = inputs()
-    tl = tloss(tm(*[torch.tensor(a) for a in args]))
+    tl = tloss(tm(*_args(torch, args)))
     tl.backward()
 
     def step(*xs):
         loss = jloss(jm(*xs))
         loss.backward()
         return loss.detach()
-    jl = (tracejit.trace(step) if traced else step)(*[tracejit.tensor(a) for a in args])
+    jl = (tracejit.trace(step) if traced else step)(*_args(tracejit, args))
     np.testing.assert_allclose(jl.numpy(), tl.detach().numpy(), rtol=1e-5, atol=1e-6)
     tg = dict(tm.named_parameters())
+    assert sorted(tg) == sorted(k for k, _ in jm.named_parameters())
     # gradients relative to the largest one: a bias followed by BatchNorm has a gradient of exactly zero in exact
     # arithmetic, float32 rounding noise in both libraries
     scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters() if p.grad is not None)
@@ -47,3 +58,12 @@ def test_model_matches_pytorch(name, traced):
         if p.grad is not None:
             err = np.abs(p.grad.numpy() - tg[k].grad.numpy()).max() / scale
             assert err < 2e-5, (k, err)
+    tb = dict(tm.named_buffers())
+    for k, b in jm.named_buffers():
+        np.testing.assert_allclose(b.numpy(), tb[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+@pytest.mark.parametrize("name", NAMES)
+def test_model_matches_pytorch(name, traced):
+    check_model(models, NAMES.index(name), traced)

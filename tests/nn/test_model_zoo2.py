@@ -14,52 +14,16 @@ import tracejit
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from model_zoo2 import models  # noqa: E402
+from test_model_zoo import check_model, load_from_torch  # noqa: E402
 
 
 NAMES = [m[0] for m in models(tracejit)]
 
 
-def _args(lib, args):
-    """numpy arrays as `lib` tensors; other arguments (a tuple of lengths) as they are."""
-    return [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
-
-
-def _load_from_torch(jm, tm):
-    """PyTorch module tm's state_dict loaded (strictly) into tracejit module jm."""
-    jm.load_state_dict({k: tracejit.tensor(v.detach().numpy().copy()) for k, v in tm.state_dict().items()})
-
-
 @pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
 @pytest.mark.parametrize("name", NAMES)
 def test_model_matches_pytorch(name, traced):
-    torch = pytest.importorskip("torch")
-    i = NAMES.index(name)
-    _, TM, inputs, tloss = models(torch)[i]
-    _, JM, _, jloss = models(tracejit)[i]
-    torch.manual_seed(0)
-    tm, jm = TM(), JM()
-    _load_from_torch(jm, tm)
-    args = inputs()
-    tl = tloss(tm(*_args(torch, args)))
-    tl.backward()
-
-    def step(*xs):
-        loss = jloss(jm(*xs))
-        loss.backward()
-        return loss.detach()
-    jl = (tracejit.trace(step) if traced else step)(*_args(tracejit, args))
-    np.testing.assert_allclose(jl.numpy(), tl.detach().numpy(), rtol=1e-5, atol=1e-6)
-    tg = dict(tm.named_parameters())
-    assert sorted(tg) == sorted(k for k, _ in jm.named_parameters())
-    scale = max(np.abs(p.grad.numpy()).max() for p in tm.parameters() if p.grad is not None)
-    for k, p in jm.named_parameters():
-        assert (p.grad is None) == (tg[k].grad is None), k
-        if p.grad is not None:
-            err = np.abs(p.grad.numpy() - tg[k].grad.numpy()).max() / scale
-            assert err < 2e-5, (k, err)
-    tb = dict(tm.named_buffers())
-    for k, b in jm.named_buffers():                               # BatchNorm running statistics after the step
-        np.testing.assert_allclose(b.numpy(), tb[k].numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    check_model(models, NAMES.index(name), traced)
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
@@ -74,7 +38,7 @@ def test_lstm_proj_size_matches_pytorch(packed, traced):
     assert [(k, tuple(v.shape)) for k, v in jm.state_dict().items()] == \
         [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
     assert repr(jm) == repr(tm)
-    _load_from_torch(jm, tm)
+    load_from_torch(jm, tm)
     rng = np.random.default_rng(1)
     x, h0, c0 = (rng.standard_normal(s).astype(np.float32) for s in ((3, 5, 4), (4, 3, 3), (4, 3, 6)))
 
@@ -124,7 +88,7 @@ def test_spectral_norm_matches_pytorch(traced):
     torch.manual_seed(0)
     tm, jm = build(torch), build(tracejit)
     assert list(jm.state_dict()) == list(tm.state_dict())
-    _load_from_torch(jm, tm)
+    load_from_torch(jm, tm)
     x = np.random.default_rng(2).standard_normal((2, 3, 6, 6)).astype(np.float32)
 
     def step(m, x):

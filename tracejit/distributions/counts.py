@@ -3,10 +3,10 @@
 import tracejit as tj
 
 from . import constraints
-from .discrete import Categorical, _one_of
+from .discrete import Categorical, _one_of, _ProbsOrLogits
 from .distribution import Distribution
 from .sampling import binomial, poisson
-from .utils import broadcast_all, finfo, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, finfo
 
 
 class Poisson(Distribution):
@@ -31,22 +31,6 @@ class Poisson(Distribution):
             self._validate_sample(value)
         rate, value = broadcast_all(self.rate, value)
         return tj.xlogy(value, rate) - rate - tj.lgamma(value + 1)
-
-
-class _ProbsOrLogits(Distribution):
-    """A distribution given by event probabilities or their log-odds: the other is computed on first use."""
-    _params = {"probs": 0, "logits": 0}
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    _param = property(lambda self: self.__dict__["probs"] if "probs" in self.__dict__ else self.__dict__["logits"])
-    param_shape = property(lambda self: self._param.size())
 
 
 def _clamp_by_zero(x):

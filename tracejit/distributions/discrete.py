@@ -12,11 +12,26 @@ def _one_of(probs, logits):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(Distribution):
+class _ProbsOrLogits(Distribution):
+    """A distribution given by event probabilities or their log-odds: the other is computed on first use."""
+    _params = {"probs": 0, "logits": 0}
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    _param = property(lambda self: self.__dict__["probs"] if "probs" in self.__dict__ else self.__dict__["logits"])
+    param_shape = property(lambda self: self._param.size())
+
+
+class Bernoulli(_ProbsOrLogits):
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
-    _params = {"probs": 0, "logits": 0}
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_of(probs, logits)
@@ -27,16 +42,6 @@ class Bernoulli(Distribution):
         self.__dict__[name] = value
         super().__init__(() if scalar else value.size(), validate_args=validate_args)
 
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    param_shape = property(lambda self: self._param.size())
-    _param = property(lambda self: self.__dict__["probs"] if "probs" in self.__dict__ else self.__dict__["logits"])
     mean = property(lambda self: self.probs)
     variance = property(lambda self: self.probs * (1 - self.probs))
 
