@@ -159,7 +159,7 @@ def _fork_helper(sigs, nice=0):
     return pid
 
 
-_LATER = {}             # id(dispatcher) -> (its cache index path, [helper pid, exit status or None])
+_LATER = {}             # id(dispatcher) -> (its numba cache file, [helper pid, exit status or None])
 _BACKGROUND = []        # those [pid, status] of background helpers not reaped yet
 
 
@@ -177,7 +177,7 @@ def compile_later(jobs):
             state = [pid, None]
             _BACKGROUND.append(state)
             for d, _ in later:
-                _LATER[id(d)] = (d._cache._cache_file._index_path, state)
+                _LATER[id(d)] = (d._cache._cache_file, state)
     return [(d, a) for d, a in jobs if id(d) not in _LATER]        # (an earlier program's too: being compiled)
 
 
@@ -187,11 +187,23 @@ def ready(disp):
     job = _LATER.get(id(disp))
     if job is None:
         return True
-    index, state = job
-    if os.path.exists(index) or _poll(state):
+    cache_file, state = job
+    if _written(cache_file) or _poll(state):
         del _LATER[id(disp)]
         return True
     return False
+
+
+def _written(cf):
+    """numba has written this cache file's index and every data file the index names (it writes the index first:
+    a call in between would find no data and compile)."""
+    if not os.path.exists(cf._index_path):
+        return False
+    try:
+        names = cf._load_index().values()
+    except Exception:
+        return False
+    return all(os.path.exists(cf._data_path(n)) for n in names)
 
 
 def _poll(state):
