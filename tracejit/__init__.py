@@ -222,6 +222,8 @@ from . import linalg  # noqa: E402  (torch.linalg: tracejit/linalg.py; its ops: 
 from . import jit  # noqa: E402  (torch.jit: tracejit/jit.py)
 from . import distributions  # noqa: E402  (torch.distributions: tracejit/distributions/)
 from . import special  # noqa: E402  (torch.special: tracejit/special.py)
+from . import func  # noqa: E402  (torch.func: tracejit/func.py)
+from .func import vmap  # noqa: E402
 from .ops.composites import *  # noqa: E402,F401,F403  (functions composed of other ops: tracejit/ops/composites.py)
 from .ops.scan_ops import cummax, cummin, logcumsumexp  # noqa: E402,F401
 from .ops.lookup_ops import searchsorted, bucketize, histc, bincount, mode  # noqa: E402,F401
