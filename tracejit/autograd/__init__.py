@@ -1,5 +1,5 @@
 """Define-by-run automatic differentiation (PyTorch's autograd API)."""
-from . import graph, profiler
+from . import functional, graph, profiler
 from .anomaly_mode import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,
                            set_detect_anomaly)
 from .engine import backward, grad
