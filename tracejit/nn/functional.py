@@ -1203,6 +1203,60 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return S.squeeze(out, 0) if unbatched else out
 
 
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """(N, C, D, H, W) by (C, O/groups, kd, kh, kw): one conv_transpose2d of every depth slice with the kd depth
+    taps stacked into the output channels ((group, tap, channel) order); each tap's slices are then spread to
+    every sd-th depth (zeros between) and shifted by tap * dd - padding into the output depth, and the taps summed."""
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"Expected 4D (unbatched) or 5D (batched) input to conv_transpose3d, but got input of "
+                           f"size: {list(input.shape)}")
+    x, unbatched = _batched(input, 4, "conv_transpose3d")
+    if weight.ndim != 5:
+        raise RuntimeError(f"conv_transpose3d: expected a 5-D weight (in_channels, out_channels / groups, kD, kH, "
+                           f"kW), got weight of size {list(weight.shape)}")
+    (sd, sh, sw), (pd, ph, pw) = _triple(stride, "stride"), _triple(padding, "padding")
+    (od_, oph, opw), (dd, dh, dw) = _triple(output_padding, "output_padding"), _triple(dilation, "dilation")
+    if min(sd, dd) <= 0 or pd < 0:
+        raise RuntimeError("conv_transpose3d: stride and dilation must be positive and padding non-negative")
+    if not 0 <= od_ < max(sd, dd):
+        raise RuntimeError(f"output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_depth: {od_} stride_depth: {sd} dilation_depth: {dd}")
+    Ci, Og, kd, kh, kw = weight.shape
+    N, C, Din, H, W = x.shape
+    if C != Ci or Ci % groups:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
+                           f"to have {Ci} channels, but got {C} channels instead")
+    od = (Din - 1) * sd - 2 * pd + dd * (kd - 1) + od_ + 1
+    if od <= 0:
+        raise RuntimeError(f"Given input size per channel: ({Din} x {H} x {W}). Calculated output depth: {od}. "
+                           f"Output size is too small")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != Og * groups):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {Og * groups} elements, but got bias of size {list(bias.shape)} "
+                           f"instead")
+    slices = S.reshape(S.permute(x, (0, 2, 1, 3, 4)), (N * Din, C, H, W))
+    w2 = S.reshape(S.permute(weight, (0, 2, 1, 3, 4)), (Ci, kd * Og, kh, kw))
+    y = _C.conv_transpose2d(slices, w2, (sh, sw), (ph, pw), (oph, opw), groups, (dh, dw))
+    oh, ow = y.shape[2:]
+    y = S.reshape(y, (N, Din, groups, kd, Og, oh, ow))
+    y = S.reshape(S.permute(y, (0, 3, 2, 4, 1, 5, 6)), (N, kd, Og * groups, Din, 1, oh, ow))
+    if sd > 1:                                              # every sd-th depth, zeros between
+        y = _pad_constant(y, (0, 0, 0, 0, 0, sd - 1), 0.0)
+    y = S.reshape(y, (N, kd, Og * groups, Din * sd, oh, ow))
+    out = None
+    for i in range(kd):
+        lo = i * dd - pd                                    # output depth of this tap's first input slice
+        if lo >= od or lo + Din * sd <= 0:
+            continue
+        tap = _pad_constant(y[:, i], (0, 0, 0, 0, lo, od - lo - Din * sd), 0.0)
+        out = tap if out is None else out + tap
+    if out is None:                                         # every tap cropped away: only the bias is left
+        out = _pad_constant(y[:, 0, :, :0], (0, 0, 0, 0, 0, od), 0.0)
+    if bias is not None:
+        out = out + S.reshape(bias, (1, -1, 1, 1, 1))
+    return S.squeeze(out, 0) if unbatched else out
+
+
 def _pool3d(input, name, pool2d, k, s, p, extra2d, extra1d):
     """pool2d over (H, W) of each depth slice, then over depth as a (k, 1) pool of (N, C, D, H' * W')."""
     if input.ndim not in (4, 5) or input.numel() == 0 and input.ndim == 4:

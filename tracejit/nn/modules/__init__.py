@@ -12,8 +12,8 @@ from .batchnorm import (BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm, La
                         LazyBatchNorm3d)
 from .instancenorm import (InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LazyInstanceNorm1d, LazyInstanceNorm2d,
                            LazyInstanceNorm3d)
-from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, LazyConv1d, LazyConv2d,
-                   LazyConv3d)
+from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, LazyConv1d,
+                   LazyConv2d, LazyConv3d)
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d,
                       LPPool3d, AdaptiveMaxPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)

@@ -1,5 +1,5 @@
 """Conv1d, Conv2d, Conv3d (stride, padding including 'same'/'valid', dilation, groups, padding_mode) and
-ConvTranspose1d/2d (output_padding, or output_size at call time).
+ConvTranspose1d/2d/3d (output_padding, or output_size at call time).
 
 A padding_mode other than 'zeros' is PyTorch's two steps: F.pad of the input in that mode ('reflect', 'replicate',
 'circular'), then the convolution with no padding; the gradients come from F.pad's index_select and the conv op, so
@@ -185,6 +185,14 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _n = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups, self.dilation)
 
 
