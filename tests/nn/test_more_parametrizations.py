@@ -55,3 +55,91 @@ def test_conv_transpose3d_module_output_size_errors_and_trace():
         got = [float(step(xt))] + [p.grad.numpy() for p in jm.parameters()]
         for a, b in zip(got, eager):
             _close(a, b, 1e-4)
+
+
+def _pair(make, register):
+    """The same module in both libraries, registered, then torch's state_dict loaded into tracejit's (its keys
+    the same): (torch module, tracejit module)."""
+    torch.manual_seed(0)
+    tm, jm = make(torch), make(tj)
+    register(torch, tm)
+    register(tj, jm)
+    sd = tm.state_dict()
+    assert list(jm.state_dict().keys()) == list(sd.keys())
+    jm.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in sd.items()})
+    return tm, jm
+
+
+def _steps_agree(tm, jm, x, tol=1e-10, steps=2):
+    """Forward, gradients of every parameter and an SGD step agree, `steps` times; then the state_dicts."""
+    topt, jopt = torch.optim.SGD(tm.parameters(), lr=0.1), tj.optim.SGD(jm.parameters(), lr=0.1)
+    for _ in range(steps):
+        outs = []
+        for lib, m, opt in ((torch, tm, topt), (tj, jm, jopt)):
+            opt.zero_grad()
+            out = m(lib.tensor(x))
+            (out * out).sum().backward()
+            outs.append((out.detach().numpy(), [p.grad.numpy().copy() for p in m.parameters()]))
+            opt.step()
+        _close(outs[1][0], outs[0][0], tol)
+        for a, b in zip(outs[1][1], outs[0][1]):
+            _close(a, b, tol)
+    for k, v in tm.state_dict().items():
+        _close(jm.state_dict()[k].numpy(), v.numpy(), tol)
+
+
+@pytest.mark.parametrize("make, dim, xshape", [
+    (lambda lib: lib.nn.Linear(5, 4, dtype=lib.float64), None, (3, 5)),
+    (lambda lib: lib.nn.Conv2d(2, 3, 3, dtype=lib.float64), None, (2, 2, 5, 5)),
+    (lambda lib: lib.nn.ConvTranspose2d(3, 2, 2, dtype=lib.float64), None, (1, 3, 3, 3)),   # dim 1
+    (lambda lib: lib.nn.Linear(5, 4, dtype=lib.float64), -1, (3, 5)),
+])
+def test_spectral_norm_parametrization_same_as_torch(make, dim, xshape):
+    tm, jm = _pair(make, lambda lib, m: lib.nn.utils.parametrizations.spectral_norm(m, n_power_iterations=2,
+                                                                                      dim=dim))
+    assert type(jm).__name__ == type(tm).__name__
+    x = RNG.standard_normal(xshape)
+    _steps_agree(tm, jm, x)
+    tm.eval(), jm.eval()
+    _steps_agree(tm, jm, x, steps=1)
+    _same_error(lambda lib: lib.nn.utils.parametrizations.spectral_norm(lib.nn.Linear(2, 2), "nope"))
+    _same_error(lambda lib: lib.nn.utils.parametrizations.spectral_norm(lib.nn.Linear(2, 2),
+                                                                          n_power_iterations=0))
+
+
+@pytest.mark.parametrize("shape, omap, triv", [
+    ((4, 4), None, True), ((5, 3), None, True), ((3, 5), None, True),
+    ((4, 4), "cayley", True), ((5, 3), "cayley", True), ((3, 5), "matrix_exp", True),
+    ((4, 4), "householder", True), ((5, 3), "householder", False), ((3, 5), "householder", False),
+    ((4, 4), "matrix_exp", False), ((3, 5), "cayley", False),
+])
+def test_orthogonal_parametrization_same_as_torch(shape, omap, triv):
+    def make(lib):
+        m = lib.nn.Linear(shape[1], shape[0], dtype=lib.float64)
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(RNG.standard_normal(shape) * 0.3))
+        return m
+    w = RNG.standard_normal(shape)
+
+    def register(lib, m):
+        m.weight.data = lib.tensor(w)
+        lib.nn.utils.parametrizations.orthogonal(m, orthogonal_map=omap, use_trivialization=triv)
+    tm, jm = _pair(make, register)
+    _close(jm.weight.detach().numpy(), tm.weight.detach().numpy(), 1e-10)
+    q = jm.weight.detach().numpy()
+    small = q @ q.T if shape[0] <= shape[1] else q.T @ q
+    _close(small, np.eye(min(shape)), 1e-10)
+    _steps_agree(tm, jm, RNG.standard_normal((2, shape[1])), steps=3)
+
+
+def test_orthogonal_assignment_and_errors():
+    tm, jm = _pair(lambda lib: lib.nn.Linear(3, 5, dtype=lib.float64),
+                   lambda lib, m: lib.nn.utils.parametrizations.orthogonal(m))
+    q = np.linalg.qr(RNG.standard_normal((5, 3)))[0]
+    for m, lib in ((tm, torch), (jm, tj)):
+        m.weight = lib.tensor(q)
+    _close(jm.weight.detach().numpy(), q, 1e-12)
+    _close(jm.parametrizations.weight.original.detach().numpy(),
+           tm.parametrizations.weight.original.detach().numpy(), 0)
+    _same_error(lambda lib: lib.nn.utils.parametrizations.orthogonal(lib.nn.Linear(3, 3), orthogonal_map="qr"))
+    _same_error(lambda lib: lib.nn.utils.parametrizations.orthogonal(lib.nn.BatchNorm1d(3)))

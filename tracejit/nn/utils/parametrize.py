@@ -49,7 +49,10 @@ class ParametrizationList(ModuleList):
         with no_grad():
             for m in reversed(self):
                 if hasattr(m, "right_inverse"):
-                    new = m.right_inverse(new)
+                    try:
+                        new = m.right_inverse(new)
+                    except NotImplementedError:           # taken as the identity at registration
+                        pass
         if not isinstance(new, (Tensor, list, tuple)):
             raise ValueError(f"'right_inverse' must return a Tensor or a Sequence of tensors (list, tuple...). "
                              f"Got {type(new).__name__}")
