@@ -21,68 +21,10 @@ from . import autograd as _autograd
 from ._tensor import Tensor
 from .autograd import enable_grad, is_grad_enabled
 from .autograd.graph import AccumulateGrad
+from .utils._pytree import _broadcast_to_and_flatten, tree_flatten, tree_map, tree_unflatten, treespec_pprint
 
 __all__ = ["functional_call", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
            "stack_module_state"]
-
-
-# ---------------------------------------------------------------------------------------------------- pytrees
-def _flatten(tree):
-    """(leaves, spec) of nested tuples, lists, named tuples and dicts; anything else is a leaf."""
-    leaves = []
-
-    def walk(t):
-        if isinstance(t, (tuple, list)):
-            return (type(t), [walk(c) for c in t])
-        if isinstance(t, dict):
-            return (dict, list(t), [walk(v) for v in t.values()])
-        leaves.append(t)
-        return None
-    return leaves, walk(tree)
-
-
-def _unflatten(spec, leaves):
-    it = iter(leaves)
-
-    def build(s):
-        if s is None:
-            return next(it)
-        if s[0] is dict:
-            return dict(zip(s[1], [build(c) for c in s[2]]))
-        kids = [build(c) for c in s[1]]
-        return s[0](*kids) if hasattr(s[0], "_fields") else s[0](kids)
-    return build(spec)
-
-
-def _tree_map(fn, tree):
-    leaves, spec = _flatten(tree)
-    return _unflatten(spec, [fn(x) for x in leaves])
-
-
-def _spec_str(spec):
-    if spec is None:
-        return "*"
-    if spec[0] is dict:
-        return "{" + ", ".join(f"{k!r}: {_spec_str(c)}" for k, c in zip(spec[1], spec[2])) + "}"
-    inner = ", ".join(_spec_str(k) for k in spec[1])
-    return "[" + inner + "]" if spec[0] is list else "(" + inner + ")"
-
-
-def _prefix_flatten(prefix, tree, out, is_leaf):
-    """Append one entry of `prefix` (a pytree prefix of `tree`) per leaf of `tree`; False if they do not match."""
-    if is_leaf(prefix):
-        out.extend([prefix] * len(_flatten(tree)[0]))
-        return True
-    if isinstance(prefix, dict):
-        if not isinstance(tree, dict) or set(prefix) != set(tree):
-            return False
-        return all(_prefix_flatten(prefix[k], v, out, is_leaf) for k, v in tree.items())
-    if isinstance(prefix, (tuple, list)):
-        if not isinstance(tree, (tuple, list)) or len(prefix) != len(tree):
-            return False
-        return all(_prefix_flatten(p, t, out, is_leaf) for p, t in zip(prefix, tree))
-    out.append(prefix)      # an invalid entry: the caller's check names it
-    return True
 
 
 # ---------------------------------------------------------------------------------------------------- levels
@@ -104,7 +46,7 @@ class _Level:
         return u
 
     def lift_tree(self, tree):
-        return _tree_map(self.lift, tree)
+        return tree_map(self.lift, tree)
 
     def grads(self, outputs, inputs, grad_outputs=None):
         """Gradients of `outputs` (weighted by `grad_outputs`) for each input, zeros where one is unused."""
@@ -142,7 +84,7 @@ class _Level:
             if isinstance(t, Tensor) and t.requires_grad and not (self.outer and self.reaches_outside(t)):
                 return t.detach()
             return t
-        return _tree_map(fix, tree)
+        return tree_map(fix, tree)
 
 
 def _split_aux(out, has_aux, api):
@@ -150,14 +92,14 @@ def _split_aux(out, has_aux, api):
         return out, None
     if not (isinstance(out, tuple) and len(out) == 2):
         raise RuntimeError(f"{api}: output of function f should be a tuple: (output, aux) if has_aux is True")
-    for x in _flatten(out[1])[0]:
+    for x in tree_flatten(out[1])[0]:
         if not isinstance(x, Tensor):
             raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
     return out
 
 
 def _tensor_outputs(out, api):
-    leaves, spec = _flatten(out)
+    leaves, spec = tree_flatten(out)
     for x in leaves:
         if not isinstance(x, Tensor):
             raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, got unsupported type {type(x)}")
@@ -193,7 +135,7 @@ def _by_argnums(argnums, flat, values):
     pytree for an int argnums, a tuple of them for a tuple."""
     per_arg, k = [], 0
     for leaves, spec in flat:
-        per_arg.append(_unflatten(spec, values[k:k + len(leaves)]))
+        per_arg.append(tree_unflatten(values[k:k + len(leaves)], spec))
         k += len(leaves)
     return per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
 
@@ -216,7 +158,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
             if out.dim() != 0:
                 raise RuntimeError(f"{api}: Expected f(*args) to return a scalar Tensor, got tensor with {out.dim()} "
                                    "dims. Maybe you wanted to use the vjp or jacrev APIs instead?")
-            flat = [_flatten(d) for d in diff]
+            flat = [tree_flatten(d) for d in diff]
             grads = level.grads([out], [x for leaves, _ in flat for x in leaves])
         g = level.result(_by_argnums(argnums, flat, grads))
         value = level.result(out)
@@ -246,20 +188,20 @@ def vjp(func, *primals, has_aux=False):
         lifted = level.lift_tree(primals)
         out, aux = _split_aux(func(*lifted), has_aux, api)
         outs, out_spec = _tensor_outputs(out, api)
-    p_leaves, p_spec = _flatten(lifted)
+    p_leaves, p_spec = tree_flatten(lifted)
 
     def vjp_fn(cotangents):
-        cts, ct_spec = _flatten(cotangents)
+        cts, ct_spec = tree_flatten(cotangents)
         if ct_spec != out_spec:
             raise RuntimeError("Expected pytree structure of cotangents to be the same as pytree structure of outputs "
-                               f"to the function. cotangents: {_spec_str(ct_spec)}, primal output: "
-                               f"{_spec_str(out_spec)}")
+                               f"to the function. cotangents: {treespec_pprint(ct_spec)}, primal output: "
+                               f"{treespec_pprint(out_spec)}")
         for i, (c, o) in enumerate(zip(cts, outs)):
             if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {c.shape} and output[{i}] "
                                    f"has a shape of {o.shape}.")
         level.outer = is_grad_enabled()
-        return level.result(_unflatten(p_spec, level.grads(outs, p_leaves, cts)))
+        return level.result(tree_unflatten(level.grads(outs, p_leaves, cts), p_spec))
 
     res = (level.result(out), vjp_fn)
     return res + (level.result(aux),) if has_aux else res
@@ -273,12 +215,12 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     for name, t in (("primals", primals), ("tangents", tangents)):
         if not isinstance(t, tuple):
             raise RuntimeError(f"{api}: Expected {name} to be a tuple. E.g. it should be valid to call f(*primals).")
-    p_leaves, p_spec = _flatten(primals)
-    t_leaves, t_spec = _flatten(tangents)
+    p_leaves, p_spec = tree_flatten(primals)
+    t_leaves, t_spec = tree_flatten(tangents)
     if p_spec != t_spec:
         raise RuntimeError(f"{api}: Expected primals and tangents to have the same python structure. For example, "
                            "if primals is a tuple of 3 tensors, tangents also must be. Got primals with structure "
-                           f"{_spec_str(p_spec)} and tangents with structure {_spec_str(t_spec)}")
+                           f"{treespec_pprint(p_spec)} and tangents with structure {treespec_pprint(t_spec)}")
     for name, leaves in (("primals", p_leaves), ("tangents", t_leaves)):
         for x in leaves:
             if not isinstance(x, Tensor):
@@ -291,7 +233,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     level = _Level()
     with enable_grad():
         lifted = [level.lift(p) for p in p_leaves]
-        out, aux = _split_aux(func(*_unflatten(p_spec, lifted)), has_aux, api)
+        out, aux = _split_aux(func(*tree_unflatten(lifted, p_spec)), has_aux, api)
         outs, out_spec = _tensor_outputs(out, api)
         us = [level.lift(o.detach().new_zeros(o.shape)) for o in outs]
         outer, level.outer = level.outer, True          # the vjp must stay differentiable in u
@@ -299,7 +241,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         level.outer = outer
         pairs = [(v, t) for v, t in zip(vjps, t_leaves) if v.requires_grad]
         jvps = level.grads([v for v, _ in pairs], us, [t for _, t in pairs])
-    res = (level.result(out), level.result(_unflatten(out_spec, jvps)))
+    res = (level.result(out), level.result(tree_unflatten(jvps, out_spec)))
     return res + (level.result(aux),) if has_aux else res
 
 
@@ -318,7 +260,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             args, diff = _lift_args(level, args, argnums)
             out, aux = _split_aux(func(*args, **kwargs), has_aux, "vjp(f, *primals)")
             outs, out_spec = _tensor_outputs(out, "vjp(f, *primals)")
-            flat = [_flatten(d) for d in diff]
+            flat = [tree_flatten(d) for d in diff]
             inputs = [x for leaves, _ in flat for x in leaves]
             blocks = []
             for o in outs:
@@ -331,7 +273,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
                     rows = [stack([r[i] for r in per_row]).reshape(tuple(o.shape) + tuple(x.shape))
                             for i, x in enumerate(inputs)]
                 blocks.append(_by_argnums(argnums, flat, rows))
-        jac = level.result(_unflatten(out_spec, blocks))
+        jac = level.result(tree_unflatten(blocks, out_spec))
         return (jac, level.result(aux)) if has_aux else jac
     return wrapper
 
@@ -375,11 +317,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, bool):
             raise ValueError(f"{api}: expected `in_dims` to be int or a (potentially nested) tuple matching the "
                              f"structure of inputs, got: {type(in_dims)}.")
-        leaves, spec = _flatten(args)
-        dims = []
-        if not _prefix_flatten(in_dims, args, dims, lambda d: d is None or isinstance(d, int)):
+        leaves, spec = tree_flatten(args)
+        dims = _broadcast_to_and_flatten(in_dims, spec)
+        if dims is None:
             raise ValueError(f"{api}: in_dims is not compatible with the structure of `inputs`. in_dims has structure "
-                             f"{_spec_str(_flatten(in_dims)[1])} but inputs has structure {_spec_str(spec)}.")
+                             f"{tree_flatten(in_dims)[1]} but inputs has structure {spec}.")
         for x, d in zip(leaves, dims):
             if d is None:
                 continue
@@ -395,18 +337,18 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         return leaves, spec, [None if d is None else d % x.dim() for x, d in zip(leaves, dims)]
 
     def stack_outputs(results, n):
-        leaves0, spec = _flatten(results[0])
-        dims = []
+        leaves0, spec = tree_flatten(results[0])
         ok = isinstance(out_dims, (int, tuple, list)) or out_dims is None
-        if not ok or not _prefix_flatten(out_dims, results[0], dims, lambda d: d is None or isinstance(d, int)):
+        dims = _broadcast_to_and_flatten(out_dims, spec) if ok else None
+        if dims is None:
             if not ok:
                 raise ValueError(f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
                                  "python collection of ints representing where in the outputs the vmapped dimension "
                                  "should appear.")
             raise ValueError(f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible with the "
-                             f"structure of `outputs`. out_dims has structure {_spec_str(_flatten(out_dims)[1])} but "
-                             f"outputs has structure {_spec_str(spec)}.")
-        per_sample = [_flatten(r)[0] for r in results]
+                             f"structure of `outputs`. out_dims has structure {tree_flatten(out_dims)[1]} but "
+                             f"outputs has structure {spec}.")
+        per_sample = [tree_flatten(r)[0] for r in results]
         out = []
         for i, (x, d) in enumerate(zip(leaves0, dims)):
             if d is None:
@@ -417,7 +359,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             else:
                 y = stack([s[i] for s in per_sample], dim=d)
                 out.append(y if n else y.narrow(d % y.dim(), 0, 0))
-        return _unflatten(spec, out)
+        return tree_unflatten(out, spec)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -444,7 +386,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         for b in range(n) if n else [None]:
             if randomness == "same":
                 bits.state = start
-            results.append(func(*_unflatten(spec, sample(b)), **kwargs))
+            results.append(func(*tree_unflatten(sample(b), spec), **kwargs))
             if randomness == "error" and bits.state != start:
                 bits.state = start
                 raise RuntimeError("vmap: called random operation while in randomness error mode. Please either use "

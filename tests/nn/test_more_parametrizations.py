@@ -143,3 +143,60 @@ def test_orthogonal_assignment_and_errors():
            tm.parametrizations.weight.original.detach().numpy(), 0)
     _same_error(lambda lib: lib.nn.utils.parametrizations.orthogonal(lib.nn.Linear(3, 3), orthogonal_map="qr"))
     _same_error(lambda lib: lib.nn.utils.parametrizations.orthogonal(lib.nn.BatchNorm1d(3)))
+
+
+Point = __import__("collections").namedtuple("Point", "x y")
+TREES = [
+    (1, [2, None, {"b": 3, "a": 4}], None),
+    None, 5, [], {}, ((), [], {}),
+    {"k": Point(1, (2, 3)), "o": __import__("collections").OrderedDict(z=[1], y=2)},
+    [tj.Size([2, 3]), (4,)],
+]
+
+
+@pytest.mark.parametrize("tree", TREES)
+def test_pytree_same_as_torch(tree):
+    jp, tp = tj.utils._pytree, torch.utils._pytree
+    (jl, js), (tl, ts) = jp.tree_flatten(tree), tp.tree_flatten(tree)
+    assert jl == tl
+    assert repr(js) == repr(ts).replace("torch.Size", "tracejit.Size")
+    assert (js.num_leaves, js.num_nodes, js.num_children) == (ts.num_leaves, ts.num_nodes, ts.num_children)
+    assert jp.treespec_pprint(js) == tp.treespec_pprint(ts)
+    new = list(range(100, 100 + len(jl)))
+    assert jp.tree_unflatten(new, js) == tp.tree_unflatten(new, ts)
+    assert jp.tree_leaves(tree) == tp.tree_leaves(tree)
+    assert jp.tree_map(lambda x, y: (x, y), tree, jp.tree_unflatten(new, js)) == \
+        tp.tree_map(lambda x, y: (x, y), tree, tp.tree_unflatten(new, ts))
+    assert js == jp.tree_structure(jp.tree_unflatten(new, js)) and isinstance(js, jp.TreeSpec)
+
+
+def test_pytree_prefixes_is_leaf_and_errors():
+    jp, tp = tj.utils._pytree, torch.utils._pytree
+    tree = [1, (2, 3), {"a": 4}]
+    for lib in (jp, tp):
+        assert lib.tree_leaves(tree, is_leaf=lambda x: isinstance(x, tuple)) == [1, (2, 3), 4]
+        assert lib.tree_map(lambda x, y: x + sum(y), (1, [2]), ((10, 20), [[30]])) == (31, [32])
+        assert lib.tree_structure((1, {"a": 2, "b": 3})) != lib.tree_structure((1, {"b": 2, "a": 3}))
+        assert lib.tree_structure(7) == lib.LeafSpec() and lib.LeafSpec().is_leaf()
+    for call in (lambda lib: lib.tree_map(lambda a, b: a, (1, [2]), (10, 20)),
+                 lambda lib: lib.tree_map(lambda a, b: a, (1, [2]), (10, [20], 3)),
+                 lambda lib: lib.tree_map(lambda a, b: a, {"a": 1}, {"b": 1}),
+                 lambda lib: lib.tree_map(lambda a, b: a, [1], (1,)),
+                 lambda lib: lib.tree_unflatten([1], lib.tree_structure((1, 2)))):
+        msgs = []
+        for lib in (tp, jp):
+            with pytest.raises(ValueError) as e:
+                call(lib)
+            msgs.append(str(e.value))
+        assert msgs[0] == msgs[1]
+
+
+def test_func_uses_the_pytree_messages_of_torch():
+    def add(x, y):
+        return x + y
+    msgs = []
+    for lib in (torch, tj):
+        with pytest.raises(ValueError) as e:
+            lib.func.vmap(add, in_dims=(0, [0]))(lib.ones(2), lib.ones(2))
+        msgs.append(str(e.value).split(": ", 1)[1])
+    assert msgs[0] == msgs[1]

@@ -1,2 +1,2 @@
-"""tracejit.utils: data loading (tracejit.utils.data), checkpoint."""
-from . import checkpoint, data
+"""tracejit.utils: data loading (tracejit.utils.data), checkpoint, _pytree."""
+from . import _pytree, checkpoint, data
