@@ -467,3 +467,26 @@ def test_traced_log_prob_equals_eager():
     _close(float(got), float(want), 1e-5)
     for t, g in zip((conc, rate, L), grads):
         _close(t.grad.numpy(), g, 1e-5)
+
+
+def test_torch_poisson_binomial_and_standard_gamma():
+    """torch.poisson, torch.binomial, torch._standard_gamma: the samplers above as torch functions (a generator
+    argument, the input's dtype, no gradient), their moments, and PyTorch's errors."""
+    torch = _torch()
+    tj.manual_seed(0)
+    rate = tj.tensor([0.5, 3.0, 40.0] * 20000, dtype=tj.float64, requires_grad=True)
+    x = tj.poisson(rate)
+    assert x.dtype == tj.float64 and not x.requires_grad
+    _close(x.numpy().reshape(-1, 3).mean(0), [0.5, 3.0, 40.0], 0.02)
+    b = tj.binomial(tj.tensor([5.0, 100.0] * 20000), tj.tensor([0.3, 0.7] * 20000))
+    assert b.dtype == tj.float32
+    _close(b.numpy().reshape(-1, 2).mean(0), [1.5, 70.0], 0.02)
+    g = tj._standard_gamma(tj.tensor([0.3, 2.0] * 20000))
+    _close(g.numpy().reshape(-1, 2).mean(0), [0.3, 2.0], 0.03)
+    draws = [tj.poisson(tj.ones(6) * 3, generator=tj.Generator().manual_seed(5)).numpy() for _ in range(2)]
+    assert (draws[0] == draws[1]).all()
+    for lib in (torch, tj):          # out-of-range counts and probabilities as PyTorch treats them
+        assert lib.binomial(lib.tensor([-3.0, 3.0]), lib.tensor([0.5, 1.5])).tolist() == [0.0, 3.0]
+    for code in ("torch.poisson(torch.tensor([-1.0]))", "torch.poisson(torch.tensor([1, 2]))",
+                 "torch.binomial(torch.tensor([3]), torch.tensor([0.5]))"):
+        same_error(code)

@@ -51,6 +51,7 @@ from .ops.nn_ops import softmax, log_softmax
 from .ops.reduction import max, min, sum, all, any  # noqa: A004
 from .ops.elementwise import abs, pow, round  # noqa: A004
 from .creation import *  # noqa: F401,F403
+from .creation import _standard_gamma  # noqa: F401,E402  (torch._standard_gamma)
 from .random import Generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state, default_generator
 from . import autograd
 from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled

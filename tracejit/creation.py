@@ -278,6 +278,49 @@ def bernoulli(input, p=None, *, generator=None):
     return apply(OPS["bernoulli"], input.detach() if input.requires_grad else input, generator=generator)
 
 
+def poisson(input, generator=None):
+    """A Poisson draw per rate of `input` (a float tensor; the result has its dtype and no gradient)."""
+    from .autograd.grad_mode import no_grad
+    from .distributions.sampling import poisson as draw
+    _float_only(input, "poisson_cpu")
+    if not bool((input >= 0).all()):
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    with no_grad():
+        return draw(input.detach(), generator)
+
+
+def binomial(count, prob, generator=None):
+    """A Binomial(count, prob) draw per element (float tensors, broadcast; prob clamped to [0, 1], a negative count
+    draws 0, as PyTorch's)."""
+    from .autograd.grad_mode import no_grad
+    from .distributions.sampling import binomial as draw
+    for t, name in ((count, "count"), (prob, "prob")):
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"binomial only supports floating-point dtypes for {name}, got: {_type_name(t)}")
+    with no_grad():
+        return draw(count.detach().clamp(min=0), prob.detach().clamp(0, 1), generator).to(count.dtype)
+
+
+def _standard_gamma(input, generator=None):
+    """Gamma(input, 1) draws (float tensor), the smallest normal number where a draw underflows; no gradient."""
+    from .autograd.grad_mode import no_grad
+    from .distributions.sampling import standard_gamma
+    _float_only(input, "gamma_cpu")
+    with no_grad():
+        return standard_gamma(input.detach(), generator)
+
+
+def _float_only(t, kernel):
+    if not t.dtype.is_floating_point:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{_type_name(t)}\'')
+
+
+def _type_name(t):
+    """PyTorch's scalar type name of t's dtype (Long, Float, Double...)."""
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float32": "Float", "float64": "Double", "float16": "Half"}.get(t.dtype.np.name, t.dtype.np.name)
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     from .ops.random_ops import _gen
     input._concrete("multinomial")

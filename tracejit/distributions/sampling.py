@@ -26,7 +26,7 @@ def _first_accepted(propose):
     return out
 
 
-def standard_gamma(concentration):
+def standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) draws of concentration's shape: Marsaglia and Tsang's squeeze method, with the
     boost X * U^(1/a) for a < 1 (drawn at a + 1, where the method's acceptance rate is high)."""
     alpha = concentration.detach().double()
@@ -37,22 +37,22 @@ def standard_gamma(concentration):
     c = (9 * d).rsqrt()
 
     def propose():
-        z = tj.randn(shape, dtype=tj.float64)
-        u = tj.rand(shape, dtype=tj.float64)
+        z = tj.randn(shape, dtype=tj.float64, generator=generator)
+        u = tj.rand(shape, dtype=tj.float64, generator=generator)
         v = (1 + c * z) ** 3
         ok = (v > 0) & (tj.log(u) < 0.5 * z * z + d - d * v + d * tj.log(v.clamp(min=1e-300)))
         return d * v, ok
 
     x = _first_accepted(propose)
-    u = tj.rand(shape, dtype=tj.float64).clamp(min=1e-300)
+    u = tj.rand(shape, dtype=tj.float64, generator=generator).clamp(min=1e-300)
     x = tj.where(boost, x * tj.exp(tj.log(u) / alpha), x)
     return x.to(concentration.dtype).clamp(min=float(finfo(concentration.dtype).tiny))
 
 
-def _inversion(first, ratio, steps, shape):
+def _inversion(first, ratio, steps, shape, generator):
     """Sequential search of the cdf: k with cdf(k - 1) <= u < cdf(k), where pmf(0) = first and
     pmf(i) = pmf(i - 1) * ratio(i). A fixed number of steps: callers use it where the tail beyond is negligible."""
-    u = tj.rand(shape, dtype=tj.float64)
+    u = tj.rand(shape, dtype=tj.float64, generator=generator)
     k = tj.zeros(shape, dtype=tj.float64)
     pmf, cdf = first, first
     for i in range(1, steps):
@@ -62,13 +62,13 @@ def _inversion(first, ratio, steps, shape):
     return k
 
 
-def poisson(rate):
+def poisson(rate, generator=None):
     """Poisson(rate) draws of rate's shape: inversion below rate 10, Hormann's transformed rejection (PTRS) above."""
     lam = rate.detach().double()
     shape = tuple(lam.shape)
     small = lam < 10
     lam_s = tj.where(small, lam, 0.0)
-    k_small = _inversion(tj.exp(-lam_s), lambda i: lam_s / i, 48, shape)
+    k_small = _inversion(tj.exp(-lam_s), lambda i: lam_s / i, 48, shape, generator)
 
     lam_l = tj.where(small, 10.0, lam)
     log_lam = tj.log(lam_l)
@@ -78,8 +78,8 @@ def poisson(rate):
     v_r = 0.9277 - 3.6224 / (b - 2)
 
     def propose():
-        u = tj.rand(shape, dtype=tj.float64) - 0.5
-        v = tj.rand(shape, dtype=tj.float64)
+        u = tj.rand(shape, dtype=tj.float64, generator=generator) - 0.5
+        v = tj.rand(shape, dtype=tj.float64, generator=generator)
         us = (0.5 - u.abs()).clamp(min=1e-12)
         k = ((2 * a / us + b) * u + lam_l + 0.43).floor()
         fast = (us >= 0.07) & (v <= v_r)
@@ -93,7 +93,7 @@ def poisson(rate):
     return tj.where(small, k_small, k_large).to(rate.dtype)
 
 
-def binomial(total_count, probs):
+def binomial(total_count, probs, generator=None):
     """Binomial(total_count, probs) draws of their (broadcast) shape: inversion where the mean of the smaller tail
     n * min(p, 1 - p) is below 10, Hormann's transformed rejection (BTRS) above; p > 1/2 draws n - Bin(n, 1 - p)."""
     n, p = tj.broadcast_tensors(total_count.detach().double(), probs.detach().double())
@@ -104,7 +104,8 @@ def binomial(total_count, probs):
 
     qs = tj.where(small, q, 0.0)
     odds = qs / (1 - qs)
-    k_small = _inversion(tj.exp(n * tj.log1p(-qs)), lambda i: odds * (n - i + 1).clamp(min=0) / i, 48, shape)
+    k_small = _inversion(tj.exp(n * tj.log1p(-qs)), lambda i: odds * (n - i + 1).clamp(min=0) / i, 48, shape,
+                          generator)
 
     ql = tj.where(small, 0.5, q)
     nl = tj.where(small, 100.0, n)
@@ -119,8 +120,8 @@ def binomial(total_count, probs):
     h = tj.lgamma(m + 1) + tj.lgamma(nl - m + 1)
 
     def propose():
-        u = tj.rand(shape, dtype=tj.float64) - 0.5
-        v = tj.rand(shape, dtype=tj.float64)
+        u = tj.rand(shape, dtype=tj.float64, generator=generator) - 0.5
+        v = tj.rand(shape, dtype=tj.float64, generator=generator)
         us = (0.5 - u.abs()).clamp(min=1e-12)
         k = ((2 * a / us + b) * u + c).floor()
         inside = (k >= 0) & (k <= nl)
