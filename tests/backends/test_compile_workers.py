@@ -138,14 +138,21 @@ def two_threads_par(monkeypatch):
     numba.set_num_threads(before)
 
 
-def g(x, a=1.5):
-    return tj.tanh(x * a + 0.25) * x + 1.0
+def g(x):
+    return tj.tanh(x * 1.5 + 0.25) * x + 1.0
 
 
 def fresh_g():
-    """g with a constant no other program in this process has: a kernel module, and dispatchers, of its own."""
-    a = 1.5 + next(_FRESH) / 1024
-    return lambda x: g(x, a)
+    """g followed by a number of sines no other program in this process has: a kernel module, and dispatchers, of
+    its own (a different constant would not do: the graph's Python floats are kernel arguments)."""
+    k = next(_FRESH)
+
+    def f(x):
+        y = g(x)
+        for _ in range(k):
+            y = tj.sin(y)
+        return y
+    return f
 
 
 _FRESH = iter(range(1, 1 << 20))
