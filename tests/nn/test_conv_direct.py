@@ -277,4 +277,6 @@ def test_avx512_tiles_are_16_float_vectors_kept_in_registers(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["info"]["vector_bits"] == 512 and out["lanes"] == 16, out
-    assert out["zmm_fma"] == 48 and out["ymm_fma"] == 0 and out["vector_spills"] == 0, out
+    # (48 with this numba's LLVM: 3 unrolled steps of 16 rows; another LLVM may unroll its loop further)
+    assert out["zmm_fma"] >= 48 and out["zmm_fma"] % 16 == 0, out
+    assert out["ymm_fma"] == 0 and out["vector_spills"] == 0, out
