@@ -526,7 +526,9 @@ def test_grid_sample_same_as_torch(mode, padding_mode, align_corners):
     x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
     fn = lambda lib, a, g: lib.nn.functional.grid_sample(a, g, mode, padding_mode, align_corners)  # noqa: E731
     for grid in (_grid((2, 4, 6, 2)), _grid((2, 9, 3, 2), 3.5)):           # 3.5: reflected more than once
-        _both(fn, [x, grid])
+        # (float32: a point reflected at 3.5 carries its coordinate's rounding, ~1e-6 of a pixel span, times the
+        # image's slope there: 1.8e-5 relative seen once; float64 below is exact to 1e-10)
+        _both(fn, [x, grid], tol=1e-4)
         _both(fn, [x.astype(np.float64), grid.astype(np.float64)], tol=1e-10)
     _both(fn, [x[:, :, :1, :1], _grid((2, 2, 3, 2))])                       # a 1x1 image
 
