@@ -10,7 +10,7 @@ import pytest
 
 import tracejit as tj
 
-from test_distributions import D, RNG, _close, _pos, _probs, _torch, same_error  # noqa: F401  (shared helpers)
+from test_distributions import D, RNG, _close, _pos, _probs, _torch, same_error, same_shapes  # noqa: F401
 
 
 def _spd(*shape):
@@ -114,34 +114,8 @@ def test_values_and_gradients_equal_torch(case, dtype):
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=IDS)
 def test_shapes_equal_torch(case):
-    torch = _torch()
     name, params, _, _, _ = CASES[case]
-    dt, _ = _build(torch, name, params, grad=False)
-    dj, _ = _build(tj, name, params, grad=False)
-    assert tuple(dj.batch_shape) == tuple(dt.batch_shape) and tuple(dj.event_shape) == tuple(dt.event_shape)
-    assert dj.has_rsample == dt.has_rsample and dj.has_enumerate_support == dt.has_enumerate_support
-    assert repr(dj.support).replace("tracejit.", "torch.") == repr(dt.support)
-    for shape in [(), (5,), (2, 3)]:
-        s = dj.sample(shape)
-        assert tuple(s.shape) == tuple(dt.sample(shape).shape) and not s.requires_grad
-        assert str(s.dtype).split(".")[-1] == str(dt.sample(shape).dtype).split(".")[-1]
-        assert bool(dj.support.check(s).all())
-        assert tuple(dj.log_prob(s).shape) == tuple(dt.log_prob(torch.tensor(s.numpy())).shape)
-    batch = (4,) + tuple(dt.batch_shape)
-    et, ej = dt.expand(batch), dj.expand(batch)
-    assert tuple(ej.batch_shape) == tuple(et.batch_shape) and tuple(ej.event_shape) == tuple(et.event_shape)
-    assert tuple(ej.sample((2,)).shape) == tuple(et.sample((2,)).shape)
-    x = dt.sample((3,) + batch[:1])
-    _close(ej.log_prob(tj.tensor(x.numpy())).numpy(), et.log_prob(x).numpy())
-    if dt.has_enumerate_support:
-        for expand in (True, False):
-            try:
-                want = dt.enumerate_support(expand).numpy()
-            except NotImplementedError:              # (a Binomial of several total counts)
-                with pytest.raises(NotImplementedError):
-                    dj.enumerate_support(expand)
-                continue
-            _close(dj.enumerate_support(expand).numpy(), want)
+    same_shapes(_build(tj, name, params, grad=False)[0], _build(_torch(), name, params, grad=False)[0])
 
 
 # ----------------------------------------------------------------------------- KL

@@ -316,9 +316,8 @@ def _float_only(t, kernel):
 
 
 def _type_name(t):
-    """PyTorch's scalar type name of t's dtype (Long, Float, Double...)."""
-    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
-            "float32": "Float", "float64": "Double", "float16": "Half"}.get(t.dtype.np.name, t.dtype.np.name)
+    from ._out import _CATEGORY
+    return _CATEGORY.get(t.dtype.np.name, t.dtype.np.name)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):

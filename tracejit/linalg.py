@@ -21,7 +21,7 @@ from .ops.linalg import matmul, _mT, _LinAlgError as LinAlgError
 
 __all__ = ["LinAlgError", "inv", "solve", "solve_triangular", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh",
            "svd", "svdvals", "pinv", "matrix_norm", "norm", "vector_norm", "cross", "multi_dot", "matrix_power",
-           "lstsq", "diagonal", "matmul", "vecdot", "cholesky_ex", "inv_ex"]
+           "lstsq", "diagonal", "matmul", "vecdot", "cholesky_ex", "inv_ex", "matrix_exp", "householder_product"]
 
 slogdet_t = collections.namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 qr_t = collections.namedtuple("linalg_qr", ["Q", "R"])
@@ -313,3 +313,33 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return _S.diagonal(A, offset, dim1, dim2)
+
+
+def matrix_exp(A):
+    """exp of a batch of square matrices: a Taylor series of degree 18 of A / 2^s (1-norm at most 1/2), squared s
+    times; matmuls only, so the gradient is autograd's. s is chosen from A's values (a Python number): eager only,
+    under tracejit.trace it raises the tracer's error for value-dependent Python."""
+    from .creation import eye
+    norm = float(A.detach().abs().sum(-2).max()) if A.numel() else 0.0
+    s = max(0, math.ceil(math.log2(norm)) + 1) if norm > 0 else 0
+    x = A / 2.0 ** s
+    term = result = eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)
+    for k in range(1, 19):
+        term = term @ x / k
+        result = result + term
+    for _ in range(s):
+        result = result @ result
+    return result
+
+
+def householder_product(A, tau):
+    """The first k columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th column of A below the
+    diagonal and 1 on it (LAPACK's orgqr)."""
+    from .creation import eye
+    n, k = A.shape[-2], A.shape[-1]
+    v = A.tril(-1) + eye(n, k, dtype=A.dtype, device=A.device)
+    q = eye(n, k, dtype=A.dtype, device=A.device).expand(A.shape)
+    for i in reversed(range(k)):
+        vi = v[..., :, i:i + 1]
+        q = q - tau[..., i:i + 1].unsqueeze(-1) * (vi @ (vi.mT @ q))
+    return q

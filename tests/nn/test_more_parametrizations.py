@@ -200,3 +200,12 @@ def test_func_uses_the_pytree_messages_of_torch():
             lib.func.vmap(add, in_dims=(0, [0]))(lib.ones(2), lib.ones(2))
         msgs.append(str(e.value).split(": ", 1)[1])
     assert msgs[0] == msgs[1]
+
+
+def test_linalg_matrix_exp_and_householder_product_equal_torch():
+    """tracejit.linalg.matrix_exp (scaling and squaring of a Taylor series) and householder_product (orgqr): values
+    and gradients as PyTorch's, a batch with a large norm (squarings) and a small matrix (none)."""
+    for A in (RNG.standard_normal((3, 4, 4)) * 2, RNG.standard_normal((5, 5)) * 0.1):
+        _both(lambda lib, a: lib.linalg.matrix_exp(a), [A], tol=1e-11)
+    _both(lambda lib, a, t: lib.linalg.householder_product(a, t),
+          [RNG.standard_normal((2, 5, 3)), RNG.standard_normal((2, 3))], tol=1e-12)

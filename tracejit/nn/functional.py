@@ -610,12 +610,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 # Each is a composite of registry ops (so eager, tracing and autodiff share it); data-dependent checks of index
 # targets run in eager mode, where the values are known.
 
-_TORCH_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-               "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
-
-
 def _type_name(dtype):
-    return _TORCH_TYPE.get(str(dtype).split(".")[-1], str(dtype))
+    """PyTorch's name of a dtype in messages (Float, Long...)."""
+    from .._out import _CATEGORY
+    return _CATEGORY.get(str(dtype).split(".")[-1], str(dtype))
 
 
 def _legacy(size_average, reduce, reduction):
@@ -1223,17 +1221,11 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"output_padding_depth: {od_} stride_depth: {sd} dilation_depth: {dd}")
     Ci, Og, kd, kh, kw = weight.shape
     N, C, Din, H, W = x.shape
-    if C != Ci or Ci % groups:
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
-                           f"to have {Ci} channels, but got {C} channels instead")
+    _C.check_transposed(x, weight, groups, bias)
     od = (Din - 1) * sd - 2 * pd + dd * (kd - 1) + od_ + 1
     if od <= 0:
         raise RuntimeError(f"Given input size per channel: ({Din} x {H} x {W}). Calculated output depth: {od}. "
                            f"Output size is too small")
-    if bias is not None and (bias.ndim != 1 or bias.shape[0] != Og * groups):
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
-                           f"1-dimensional with {Og * groups} elements, but got bias of size {list(bias.shape)} "
-                           f"instead")
     slices = S.reshape(S.permute(x, (0, 2, 1, 3, 4)), (N * Din, C, H, W))
     w2 = S.reshape(S.permute(weight, (0, 2, 1, 3, 4)), (Ci, kd * Og, kh, kw))
     y = _C.conv_transpose2d(slices, w2, (sh, sw), (ph, pw), (oph, opw), groups, (dh, dw))

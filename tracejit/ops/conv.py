@@ -179,6 +179,19 @@ def _check_pair(x, w, what):
         raise RuntimeError(f"Input type ({x.dtype.name}) and weight type ({w.dtype.name}) should be the same")
 
 
+def check_transposed(input, weight, groups, bias):
+    """PyTorch's checks of a transposed convolution's channels (input's dim 1 against the weight's dim 0) and bias
+    (one per output channel), for any number of spatial dims."""
+    Ci, Og = weight.shape[:2]
+    if input.shape[1] != Ci or Ci % groups:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(input.shape)} "
+                           f"to have {Ci} channels, but got {input.shape[1]} channels instead")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != Og * groups):
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {Og * groups} elements, but got bias of size {list(bias.shape)} "
+                           f"instead")
+
+
 def conv_transpose2d(input, weight, stride=1, padding=0, output_padding=0, groups=1, dilation=1, bias=None):
     """The adjoint of conv2d in its input (PyTorch's transposed convolution): the conv2d_backward_input op with
     the input as the output gradient, so its gradients are conv2d and conv2d_backward_weight again. The bias is
@@ -194,18 +207,12 @@ def conv_transpose2d(input, weight, stride=1, padding=0, output_padding=0, group
                            f"dilation_width: {dilation[1]}")
     N, C, H, W = input.shape
     Ci, Og, kh, kw = weight.shape
-    if C != Ci or Ci % groups:
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(input.shape)} "
-                           f"to have {Ci} channels, but got {C} channels instead")
+    check_transposed(input, weight, groups, bias)
     size = [(n - 1) * s - 2 * p + d * (k - 1) + op + 1
             for n, s, p, d, k, op in zip((H, W), stride, padding, dilation, (kh, kw), output_padding)]
     if min(size) <= 0:
         raise RuntimeError(f"Given input size per channel: ({H} x {W}). Calculated output size per channel: "
                            f"({size[0]} x {size[1]}). Output size is too small")
-    if bias is not None and (bias.ndim != 1 or bias.shape[0] != Og * groups):
-        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected bias to be "
-                           f"1-dimensional with {Og * groups} elements, but got bias of size {list(bias.shape)} "
-                           f"instead")
     out = apply(OPS["conv2d_backward_input"], input, weight, input_shape=(N, Og * groups, size[0], size[1]),
                 stride=stride, padding=padding, dilation=dilation, groups=groups)
     return out if bias is None else out + reshape(bias, (1, -1, 1, 1))

@@ -1,12 +1,11 @@
 """nn.utils.parametrizations: weight_norm, spectral_norm and orthogonal as parametrizations (PyTorch's current
 forms, over nn.utils.parametrize: the state_dict keys are parametrizations.<name>.original plus each one's buffers)."""
-import math
-
 import numpy as np
 
 from ... import creation as C
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+from ...linalg import householder_product, matrix_exp
 from ...ops.linalg import mv, vdot
 from ...ops.shape_ops import cat
 from .. import functional as F
@@ -112,34 +111,6 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     return module
 
 
-def _matrix_exp(a):
-    """exp of a batch of square matrices: a Taylor series of degree 18 of a / 2^s (1-norm at most 1/2), squared s
-    times; matmuls only, so the gradient is autograd's."""
-    with no_grad():
-        norm = float(a.detach().abs().sum(-2).max()) if a.numel() else 0.0
-    s = max(0, math.ceil(math.log2(norm)) + 1) if norm > 0 else 0
-    x = a / 2.0 ** s
-    term = result = C.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape)
-    for k in range(1, 19):
-        term = term @ x / k
-        result = result + term
-    for _ in range(s):
-        result = result @ result
-    return result
-
-
-def _householder_product(a, tau):
-    """The first k columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th column of a below the
-    diagonal and 1 on it (LAPACK's orgqr, torch.linalg.householder_product)."""
-    n, k = a.shape[-2], a.shape[-1]
-    v = a.tril(-1) + C.eye(n, k, dtype=a.dtype, device=a.device)
-    q = C.eye(n, k, dtype=a.dtype, device=a.device).expand(a.shape)
-    for i in reversed(range(k)):
-        vi = v[..., :, i:i + 1]
-        q = q - tau[..., i:i + 1].unsqueeze(-1) * (vi @ (vi.mT @ q))
-    return q
-
-
 def _make_orthogonal(a):
     """Q of a = QR with diag(R) >= 0 (a tall)."""
     q, r = np.linalg.qr(a.detach().numpy())
@@ -178,7 +149,7 @@ class _Orthogonal(Module):
                 X = cat([X, C.zeros(tuple(X.shape[:-2]) + (n, n - k), dtype=X.dtype, device=X.device)], -1)
             A = X - X.mT
             if self.orthogonal_map == "matrix_exp":
-                Q = _matrix_exp(A)
+                Q = matrix_exp(A)
             else:
                 eye = C.eye(n, dtype=A.dtype, device=A.device)
                 from ...linalg import solve
@@ -187,7 +158,7 @@ class _Orthogonal(Module):
                 Q = Q[..., :k]
         else:
             A = X.tril(-1)
-            Q = _householder_product(A, 2.0 / (1.0 + (A * A).sum(-2)))
+            Q = householder_product(A, 2.0 / (1.0 + (A * A).sum(-2)))
             Q = Q * X.diagonal(dim1=-2, dim2=-1).detach().trunc().unsqueeze(-2)
         if getattr(self, "base", None) is not None:
             Q = self.base @ Q

@@ -7,6 +7,7 @@ from ...autograd.grad_mode import no_grad
 from ...ops.linalg import dot, mv
 from .. import functional as F
 from ..parameter import Parameter, UninitializedParameter
+from .weight_norm import remove_hook
 
 
 class SpectralNorm:
@@ -83,9 +84,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Makes module.<name> a parameter again, with the value w_orig / sigma from the current u and v."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return remove_hook(module, SpectralNorm, name, "spectral_norm")

@@ -67,9 +67,15 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Makes module.<name> a parameter again, with the value g v / |v|."""
+    return remove_hook(module, WeightNorm, name, "weight_norm")
+
+
+def remove_hook(module, kind, name, what):
+    """Removes the forward pre-hook of class `kind` that reparameterizes module.<name> (its `remove` makes the
+    weight a parameter again); PyTorch's ValueError if there is none."""
     for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
+        if isinstance(hook, kind) and hook.name == name:
             hook.remove(module)
             del module._forward_pre_hooks[k]
             return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    raise ValueError(f"{what} of '{name}' not found in {module}")
