@@ -25,12 +25,12 @@ into halves, slowly: for testing that code here); an override compiles these ker
 whose key would not tell the two apart.
 """
 import os
-import types as types_
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
@@ -197,14 +197,15 @@ def _outer(typingctx, a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, mr, 
 
 def _rows(add, unroll=0):
     def rows(a, a0, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0, c_r, q, m):
-        """`_outer` over m rows: tiles of MR, then a tail of 8, 4, 2, 1 (`add`, `unroll`: _outer's)."""
+        """`_outer` over m rows: tiles of MR, then a tail of (8,) 4, 2, 1 (`add`, `unroll`: _outer's)."""
         r = 0
         while r + MR <= m:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, MR, add, unroll)
             r += MR
-        if m - r >= 8:
-            _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 8, add, unroll)
-            r += 8
+        if MR > 8:          # (pruned by numba where MR is 6: the 8-row tile's code was dead there)
+            if m - r >= 8:
+                _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 8, add, unroll)
+                r += 8
         if m - r >= 4:
             _outer(a, a0 + r * a_r, a_s, a_r, b, b0, b_s, b_j, b_h, c, c0 + r * c_r, c_r, q, 4, add, unroll)
             r += 4
@@ -375,7 +376,7 @@ def _fill(x, ph, pw, out):
     S, Hp, Wq = out.shape[2], out.shape[3], out.shape[4]
     src, dst = x.reshape(-1), out.reshape(-1)
     plane, block = Hp * Wq, S * Hp * Wq
-    for m in prange(N * C):
+    for m in range(N * C):
         for t in range(block):
             dst[m * block + t] = 0
         for h in range(H):
@@ -420,7 +421,7 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
     taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(max(kw, 3))])
     taps3 = (taps[0], taps[1], taps[2])
     inplace = (OW % NR == 0 or OW == 8) and (S == 1 or kw == 3)
-    for n in prange(N):
+    for n in range(N):
         panel = np.empty(K * NR, np.float32)
         runs = np.empty(NR, np.int64)
         for pb in range(P // NR):
@@ -446,15 +447,15 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
                     o[n, c, t] += bc
 
 
-def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
+def _weight_grad(xp, g, kh, kw, sh, dh, dw, out):
     """out (O, K) = sum over positions of g (N, O, OH, OW) times the columns, as its transpose (K, O): tiles of
     (K rows x 16 channels) added into a (K, O rounded up to 16) sum, g laid out once as (positions, O rounded up,
     zeros beyond O). With at least MR input channels a tile's rows are MR channels at one kernel tap, read in
     place from the planes (blocks of images of ~256 positions, the reduction over (image, row, column) with
     the row's OW columns unrolled where OW is 16, 8 or 4); with fewer, rows of a panel of WIDE
-    positions (`_panel`: a 3-channel input would fill a tile's rows poorly). One sum per thread's share of the
-    blocks (`threads`), added at the end. In place vs panels, 64x16x16x16 input, 16 output channels: 0.94 vs 1.16
-    ms; 32 channels 8x8: 0.94 vs 0.98; 3 channels: 0.52 vs 0.35 (one thread, AMD EPYC znver3)."""
+    positions (`_panel`: a 3-channel input would fill a tile's rows poorly). In place vs panels, 64x16x16x16
+    input, 16 output channels: 0.94 vs 1.16 ms; 32 channels 8x8: 0.94 vs 0.98; 3 channels: 0.52 vs 0.35 (one
+    thread, AMD EPYC znver3)."""
     N, O, OH, OW = g.shape
     C, S, Hp, Wq = xp.shape[1], xp.shape[2], xp.shape[3], xp.shape[4]
     P, K, kk = OH * OW, out.shape[1], kh * kw
@@ -462,7 +463,7 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
     taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(kw)])
     gt = np.zeros((N * P, O16), np.float32)
     gf, gd = g.reshape(-1), gt.reshape(-1)
-    for n in prange(N):           # 8x8 blocks transposed in registers (16-channel layer 0.100 -> 0.045 ms, znver3)
+    for n in range(N):            # 8x8 blocks transposed in registers (16-channel layer 0.100 -> 0.045 ms, znver3)
         for c in range(0, O - 7, 8):
             for t in range(0, P - 7, 8):
                 _transpose8(gd, (n * P + t) * O16 + c, O16, gf, (n * O + c) * P + t, P)
@@ -474,38 +475,33 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, threads, out):
     a_s, a_r, b_s = (img, sh * Wq, 1), S * Hp * Wq, (P * O16, OW * O16, O16)
     nb = max(1, 256 // P) if inplace else 0            # images per block in place
     blocks = (N + nb - 1) // nb if inplace else (N * P + WIDE - 1) // WIDE
-    parts = min(blocks, threads)
-    acc = np.zeros((parts, K, O16), np.float32)
-    for part in prange(parts):
-        panel = np.empty(0 if inplace else K * WIDE, np.float32)
-        runs = np.empty(WIDE, np.int64)
-        for i in range(part, blocks, parts):
-            if inplace:
-                q = (min(nb, N - i * nb), OH, OW)
-                for t in range(kk):
-                    a0 = i * nb * img + t // kw * dh * Wq + taps[t % kw]
-                    for j in range(0, O16, NR):
-                        b0, c0 = i * nb * P * O16 + j, (part * K + t) * O16 + j
-                        if OW == 16:
-                            _outer_rows_add16(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                        elif OW == 8:
-                            _outer_rows_add8(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                        elif OW == 4:
-                            _outer_rows_add4(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                        else:
-                            _outer_rows_add(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                continue
-            width = min(WIDE, N * P - i * WIDE)
-            _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, taps, OW, runs, panel)
-            for j in range(0, O16, NR):
-                _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), None, 8, acc,
-                                part * K * O16 + j, O16, (1, 1, width), K)
+    acc = np.zeros((K, O16), np.float32)
+    panel = np.empty(0 if inplace else K * WIDE, np.float32)
+    runs = np.empty(WIDE, np.int64)
+    for i in range(blocks):
+        if inplace:
+            q = (min(nb, N - i * nb), OH, OW)
+            for t in range(kk):
+                a0 = i * nb * img + t // kw * dh * Wq + taps[t % kw]
+                for j in range(0, O16, NR):
+                    b0, c0 = i * nb * P * O16 + j, t * O16 + j
+                    if OW == 16:
+                        _outer_rows_add16(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                    elif OW == 8:
+                        _outer_rows_add8(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                    elif OW == 4:
+                        _outer_rows_add4(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                    else:
+                        _outer_rows_add(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+            continue
+        width = min(WIDE, N * P - i * WIDE)
+        _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, taps, OW, runs, panel)
+        for j in range(0, O16, NR):
+            _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), None, 8, acc, j, O16,
+                            (1, 1, width), K)
     for c in range(O):
         for k in range(K):
-            v = np.float32(0)
-            for part in range(parts):
-                v += acc[part, k, c]
-            out[c, k] = v
+            out[c, k] = acc[k, c]
 
 
 def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
@@ -525,7 +521,7 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
     Wm = Wq + 2 * M                       # a plane's row, margins included
     plane = H * sw * Wm
     gf, of = g.reshape(-1), out.reshape(-1)
-    for n in prange(N):
+    for n in range(N):
         cols = np.empty(K * NR, np.float32)
         buf = np.zeros(C * plane, np.float32)
         jd = np.empty(kw, np.int64)
@@ -567,50 +563,46 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
 
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
-_SEQ = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
-                                                                     _input_grad_cols)}
-_panel = _SEQ["_panel"]
-_PAR = {}
+_panel, _fill, _forward, _weight_grad, _input_grad_cols = (numba.njit(cache=_CACHE, nogil=True)(f) for f in (
+    _panel, _fill, _forward, _weight_grad, _input_grad_cols))
 
-
-_forward_seq, _weight_grad_seq, _input_grad_cols_seq = _SEQ["_forward"], _SEQ["_weight_grad"], _SEQ["_input_grad_cols"]
-
-
-@numba.njit(cache=_CACHE, nogil=True, parallel=True)
-def _both_grads(gxp, wt, nobias, kh, kw, dh, dw, gx, xp, g, sh, sw, ph, pw, gw):
-    """A convolution's input gradient (into gx) and weight gradient (into gw) at once, one thread each, each
-    kernel serial: gxp, wt are the padded g's planes and the flipped weights of a stride-1 convolution (the
-    forward kernel computes its input gradient), or g and the weights (O, K) of a strided one (`_input_grad_cols`)
-    where gxp is None."""
-    for k in prange(2):
-        if k == 1:
-            _weight_grad_seq(xp, g, kh, kw, sh, dh, dw, 1, gw)
-        elif gxp is None:
-            _input_grad_cols_seq(g, wt, kh, kw, sh, sw, ph, pw, dh, dw, gx)
-        else:
-            _forward_seq(gxp, wt, nobias, kh, kw, 1, dh, dw, gx)
-
-
-PAR_MIN = 1 << 22     # multiply-adds from which a convolution runs its prange variant (when numba has threads)
+# Threads: the kernels are serial (nogil); a large convolution runs them on disjoint slices of its batch at once,
+# from this thread and a pool's. A slice of a C-contiguous batch has the whole batch's numba type, so a thread
+# count compiles nothing more. (The kernels used to have prange variants: numba's parfor lowering of these tiles
+# took 13-37 s per variant on first use, the ResNet bench's first step at two threads 105 s with nothing cached.)
+PAR_MIN = 1 << 22     # multiply-adds from which a convolution's batch is split over numba's thread count
 FILL_SHARE = 16       # `planes` copies with threads from PAR_MIN * FILL_SHARE elements (64M) up: two threads copied
 #                       slower than one at every size measured (262k elements 0.065 vs 0.134 ms, 4M 1.43 vs 1.68; AMD
 #                       EPYC znver3, 2 cores, quiet): the copy is bound by memory, not by a core
+_POOL = [None]
+_POOL_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=lambda: _POOL.__setitem__(0, None))    # (a forked child has no pool threads)
 
 
-def _kernel(name, macs):
-    """The kernel `name`, compiled with prange parallel where numba runs more than one thread and the work is
-    worth it (its first compilation takes ~7 s; small products gain nothing from a second thread)."""
-    if numba.get_num_threads() == 1 or macs < PAR_MIN:
-        return _SEQ[name]
-    if name not in _PAR:
-        # a copy of the function under another name: numba's disk cache keys a function by its qualified name
-        # and signature, not its options, so the same function compiled with parallel=True loaded the serial
-        # code from the cache (two threads ran as fast as one)
-        f = _SEQ[name].py_func
-        par = types_.FunctionType(f.__code__, f.__globals__, name + "_par", f.__defaults__, f.__closure__)
-        par.__qualname__ = f.__qualname__ + "_par"
-        _PAR[name] = numba.njit(cache=_CACHE, nogil=True, parallel=True)(par)
-    return _PAR[name]
+def _threads(macs):
+    return 1 if macs < PAR_MIN else numba.get_num_threads()
+
+
+def _split(n, parts):
+    """[lo, hi) ranges of n images in `parts` near-equal slices (fewer when there are fewer images)."""
+    parts = max(1, min(parts, n))
+    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+
+def _run(calls):
+    """The calls at once, the first on this thread, the others on the pool's; returns when every one has."""
+    if len(calls) > 1:
+        with _POOL_LOCK:
+            if _POOL[0] is None:
+                _POOL[0] = ThreadPoolExecutor(numba.config.NUMBA_NUM_THREADS, thread_name_prefix="tracejit-conv")
+        rest = [_POOL[0].submit(c) for c in calls[1:]]
+    else:
+        rest = []
+    try:
+        calls[0]()
+    finally:
+        for f in rest:
+            f.result()
 
 
 def planes(x, stride, padding):
@@ -618,11 +610,12 @@ def planes(x, stride, padding):
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
     (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). By `_fill`: a 64x16x16x16
     input in 0.063 ms (S = 1) and 0.090 (S = 2); numpy's padding copies took 0.13 and 0.20 (one thread, AMD EPYC
-    znver3), its prange variant only for very large inputs (FILL_SHARE)."""
+    znver3); with threads only for very large inputs (FILL_SHARE)."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
     xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
-    _kernel("_fill", x.size // FILL_SHARE)(np.ascontiguousarray(x, np.float32), ph, pw, xp)
+    x = np.ascontiguousarray(x, np.float32)
+    _run([lambda a=a, b=b: _fill(x[a:b], ph, pw, xp[a:b]) for a, b in _split(N, _threads(x.size // FILL_SHARE))])
     return xp
 
 
@@ -631,18 +624,30 @@ def forward_from_planes(xp, w, bias, stride, dilation, out_size):
     N, C = xp.shape[:2]
     O, _, kh, kw = w.shape
     out = np.empty((N, O) + tuple(out_size), np.float32)
-    b = np.zeros(0, np.float32) if bias is None else np.ascontiguousarray(bias, np.float32)
-    _kernel("_forward", out.size * C * kh * kw)(xp, np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw,
-                                                stride[0], dilation[0], dilation[1], out)
+    b = _NOBIAS if bias is None else np.ascontiguousarray(bias, np.float32)
+    w = np.ascontiguousarray(w, np.float32).reshape(O, -1)
+    _run([lambda lo=lo, hi=hi: _forward(xp[lo:hi], w, b, kh, kw, stride[0], dilation[0], dilation[1], out[lo:hi])
+          for lo, hi in _split(N, _threads(out.size * C * kh * kw))])
     return out
+
+
+def _weight_grad_calls(xp, g, weight_shape, stride, dilation, parts):
+    """(the calls that compute a weight gradient over `parts` slices of the batch, a function returning it: the
+    slices' sum, added in order)."""
+    O, C, kh, kw = weight_shape
+    ranges = _split(g.shape[0], parts)
+    outs = np.empty((len(ranges), O, C * kh * kw), np.float32)
+    calls = [lambda i=i, lo=lo, hi=hi: _weight_grad(xp[lo:hi], g[lo:hi], kh, kw, stride[0], dilation[0], dilation[1],
+                                                    outs[i]) for i, (lo, hi) in enumerate(ranges)]
+    return calls, lambda: (outs[0] if len(ranges) == 1 else outs.sum(0)).reshape(weight_shape)
 
 
 def weight_grad_from_planes(xp, g, weight_shape, stride, dilation):
     O, C, kh, kw = weight_shape
-    out = np.empty((O, C * kh * kw), np.float32)
-    _kernel("_weight_grad", g.size * C * kh * kw)(xp, np.ascontiguousarray(g, np.float32), kh, kw, stride[0],
-                                                  dilation[0], dilation[1], numba.get_num_threads(), out)
-    return out.reshape(weight_shape)
+    g = np.ascontiguousarray(g, np.float32)
+    calls, total = _weight_grad_calls(xp, g, weight_shape, stride, dilation, _threads(g.size * C * kh * kw))
+    _run(calls)
+    return total()
 
 
 def forward(x, w, bias, stride, padding, dilation):
@@ -651,29 +656,29 @@ def forward(x, w, bias, stride, padding, dilation):
     return forward_from_planes(planes(x, stride, padding), w, bias, stride, dilation, out_size)
 
 
-def _input_grad_args(g, w, stride, padding, dilation):
-    """What the input gradient's kernel reads: (g's padded planes, the flipped weights (C, O*kh*kw)) for a stride-1
-    convolution, the forward of the padded g; (None, the weights (O, K)) for a strided one, `_input_grad_cols`
-    of g itself."""
+def _input_grad_calls(g, w, stride, padding, dilation, parts, out):
+    """The calls that compute the input gradient of a convolution into out, over `parts` slices of the batch: for a
+    stride-1 convolution the forward of g's padded planes with the flipped, transposed weights (C, O*kh*kw); for a
+    strided one `_input_grad_cols` of g itself with the weights (O, K)."""
     O, C, kh, kw = w.shape
     w = np.asarray(w, np.float32)
     if stride != (1, 1):
-        return None, np.ascontiguousarray(w).reshape(O, -1)
+        wt = np.ascontiguousarray(w).reshape(O, -1)
+        return [lambda lo=lo, hi=hi: _input_grad_cols(g[lo:hi], wt, kh, kw, stride[0], stride[1], padding[0],
+                                                      padding[1], dilation[0], dilation[1], out[lo:hi])
+                for lo, hi in _split(g.shape[0], parts)]
     wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
-    return planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1])), wt
+    gxp = planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]))
+    return [lambda lo=lo, hi=hi: _forward(gxp[lo:hi], wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out[lo:hi])
+            for lo, hi in _split(g.shape[0], parts)]
 
 
 def input_grad(g, w, input_shape, stride, padding, dilation):
     """The input gradient of a convolution (see `direct_input_grad`)."""
     O, C, kh, kw = w.shape
     g = np.ascontiguousarray(g, np.float32)
-    gxp, wt = _input_grad_args(g, w, stride, padding, dilation)
     out = np.empty(input_shape, np.float32)
-    if gxp is None:
-        _kernel("_input_grad_cols", g.size * C * kh * kw)(g, wt, kh, kw, stride[0], stride[1], padding[0],
-                                                          padding[1], dilation[0], dilation[1], out)
-    else:
-        _kernel("_forward", out.size * O * kh * kw)(gxp, wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out)
+    _run(_input_grad_calls(g, w, stride, padding, dilation, _threads(g.size * C * kh * kw), out))
     return out
 
 
@@ -682,18 +687,18 @@ _NOBIAS = np.zeros(0, np.float32)
 
 def grads_from_planes(xp, g, w, input_shape, stride, padding, dilation):
     """(input gradient, weight gradient) of a convolution both of whose gradients run here, from its input's
-    planes xp: where numba has threads, the two at once on two of them (`_both_grads`), which scales better
-    than each split over the threads in turn (their kernels gain 1.5-1.7x from a second thread, AMD EPYC znver3)."""
+    planes xp: with threads, the two at once, each over half of them, which scales better than each over all the
+    threads in turn (their kernels gain 1.5-1.7x from a second thread, AMD EPYC znver3)."""
     O, C, kh, kw = w.shape
-    if numba.get_num_threads() < 2 or g.size * C * kh * kw < PAR_MIN:
+    g = np.ascontiguousarray(g, np.float32)
+    threads = _threads(g.size * C * kh * kw)
+    if threads < 2:
         return input_grad(g, w, input_shape, stride, padding, dilation), \
             weight_grad_from_planes(xp, g, w.shape, stride, dilation)
-    g = np.ascontiguousarray(g, np.float32)
-    gxp, wt = _input_grad_args(g, w, stride, padding, dilation)
-    gx, gw = np.empty(input_shape, np.float32), np.empty((O, C * kh * kw), np.float32)
-    _both_grads(gxp, wt, _NOBIAS, kh, kw, dilation[0], dilation[1], gx, xp, g, stride[0], stride[1], padding[0],
-                padding[1], gw)
-    return gx, gw.reshape(w.shape)
+    gx = np.empty(input_shape, np.float32)
+    calls, total = _weight_grad_calls(xp, g, w.shape, stride, dilation, threads - threads // 2)
+    _run(calls + _input_grad_calls(g, w, stride, padding, dilation, threads // 2, gx))
+    return gx, total()
 
 
 def weight_grad(x, g, weight_shape, stride, padding, dilation):

@@ -4,7 +4,6 @@ multiple (read in place, one image row per tile row), of 8 (two image rows), of 
 gradient panels that cross images and a last partial one; kernels 3 wide (unrolled) and not; strides along the
 height and along the width (column planes), dilation, unequal padding, non-square kernels; output channel counts
 around the tiles' 6 rows and 16 columns; one numba thread and two."""
-import numba
 import numpy as np
 import pytest
 
@@ -58,16 +57,12 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
 ]
 
 
-@pytest.fixture(params=[1, 2])
+@pytest.fixture(params=[1, 2, 3])
 def threads(request, monkeypatch):
-    """One numba thread, or two with the prange variants taken for these small products too."""
-    if request.param > numba.config.NUMBA_NUM_THREADS:
-        pytest.skip("numba runs one thread here")
-    monkeypatch.setattr(convtile, "PAR_MIN", 0)
-    before = numba.get_num_threads()
-    numba.set_num_threads(request.param)
-    yield request.param
-    numba.set_num_threads(before)
+    """The batch split over one, two or three threads for these small products too (three: the weight gradient of
+    `grads_from_planes` in two slices added, beside the input gradient)."""
+    monkeypatch.setattr(convtile, "_threads", lambda macs: request.param)
+    return request.param
 
 
 @pytest.mark.parametrize("N,C,H,W,O,kernel,stride,padding,dilation", CASES)
@@ -250,8 +245,8 @@ from tracejit.kernels.cpu import convtile, vector_info
 xp = np.zeros((2, 16, 1, 18, 18), np.float32)
 args = (xp, np.zeros((16, 144), np.float32), np.zeros(0, np.float32), 3, 3, 1, 1, 1, np.zeros((2, 16, 16, 16), np.float32))
 sig = tuple(numba.typeof(a) for a in args)
-convtile._SEQ["_forward"].compile(sig)              # compiled only: this CPU may not run AVX-512
-asm = convtile._SEQ["_forward"].inspect_asm(sig)
+convtile._forward.compile(sig)              # compiled only: this CPU may not run AVX-512
+asm = convtile._forward.inspect_asm(sig)
 hot = max(re.split(r"\\n(?=\\.LBB\\S*:)", asm), key=lambda b: len(re.findall(r"vfmadd\\w+ps", b)))
 print(json.dumps({"info": vector_info(), "lanes": convtile.LANES,
                   "zmm_fma": len(re.findall(r"vfmadd\\w+ps\\s.*zmm", hot)),
