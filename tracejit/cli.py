@@ -1,4 +1,4 @@
-"""The `tracejit` command: demo (eager vs compiled side by side), bench, explain."""
+"""The `tracejit` command: demo (eager vs compiled side by side), bench, explain, precompile."""
 import argparse
 import os
 import sys
@@ -196,6 +196,13 @@ def bench_cmd(args):
                      compare_to=args.compare_to, cpu_time=args.cpu_time, threads=args.threads)
 
 
+def precompile_cmd(args):
+    from .backends.numba_cpu import precompile
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}: expected at least 1 process")
+    return 1 if precompile.run(args.workers) else 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tracejit", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -230,7 +237,11 @@ def main(argv=None):
                    help="time calls by the process's CPU time (all threads) instead of the wall clock: on a busy "
                         "shared machine the time spent waiting for a core is not counted")
     b.set_defaults(func=bench_cmd)
-    for q in (p, d, e, b):
+    c = sub.add_parser("precompile", help="compile the library's numba kernels for this machine into numba's disk "
+                                          "cache (once per installation and CPU; in parallel)")
+    c.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: one per core)")
+    c.set_defaults(func=precompile_cmd)
+    for q in (p, d, e, b, c):
         q.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the full traceback of an error")
     args = p.parse_args(argv)

@@ -1,5 +1,7 @@
 """The command line and the examples run on a fresh install: demo, explain (text and --html), bench --quick
 (the table is produced and the correctness check ran; timings are never asserted), and every example."""
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -291,3 +293,11 @@ def test_train_resnet_example_eager_and_traced_agree():
     assert r.returncode == 0, r.stderr
     line = next(l for l in r.stdout.splitlines() if l.startswith("max |loss difference|"))
     assert float(line.split()[3].rstrip(";")) < 1e-4, line
+
+
+def test_precompile_needs_a_worker():
+    from tracejit.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["precompile", "--workers", "0"]) == 2
+    assert "--workers 0: expected at least 1 process" in err.getvalue()
