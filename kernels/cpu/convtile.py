@@ -25,8 +25,6 @@ into halves, slowly: for testing that code here); an override compiles these ker
 whose key would not tell the two apart.
 """
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -34,7 +32,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from . import vector_info
+from . import threads, vector_info
 from .conv import conv_out_size
 
 
@@ -566,43 +564,17 @@ _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _panel, _fill, _forward, _weight_grad, _input_grad_cols = (numba.njit(cache=_CACHE, nogil=True)(f) for f in (
     _panel, _fill, _forward, _weight_grad, _input_grad_cols))
 
-# Threads: the kernels are serial (nogil); a large convolution runs them on disjoint slices of its batch at once,
-# from this thread and a pool's. A slice of a C-contiguous batch has the whole batch's numba type, so a thread
-# count compiles nothing more. (The kernels used to have prange variants: numba's parfor lowering of these tiles
-# took 13-37 s per variant on first use, the ResNet bench's first step at two threads 105 s with nothing cached.)
-PAR_MIN = 1 << 22     # multiply-adds from which a convolution's batch is split over numba's thread count
+# Threads: the kernels are serial; a large convolution runs them on slices of its batch at once (threads.py). They
+# used to have prange variants: numba's parfor lowering of these tiles took 13-37 s per variant on first use, the
+# ResNet bench's first step at two threads 105 s with nothing cached.
+PAR_MIN = 1 << 22     # multiply-adds from which a convolution's batch is split over the threads
 FILL_SHARE = 16       # `planes` copies with threads from PAR_MIN * FILL_SHARE elements (64M) up: two threads copied
 #                       slower than one at every size measured (262k elements 0.065 vs 0.134 ms, 4M 1.43 vs 1.68; AMD
 #                       EPYC znver3, 2 cores, quiet): the copy is bound by memory, not by a core
-_POOL = [None]
-_POOL_LOCK = threading.Lock()
-os.register_at_fork(after_in_child=lambda: _POOL.__setitem__(0, None))    # (a forked child has no pool threads)
 
 
 def _threads(macs):
-    return 1 if macs < PAR_MIN else numba.get_num_threads()
-
-
-def _split(n, parts):
-    """[lo, hi) ranges of n images in `parts` near-equal slices (fewer when there are fewer images)."""
-    parts = max(1, min(parts, n))
-    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
-
-
-def _run(calls):
-    """The calls at once, the first on this thread, the others on the pool's; returns when every one has."""
-    if len(calls) > 1:
-        with _POOL_LOCK:
-            if _POOL[0] is None:
-                _POOL[0] = ThreadPoolExecutor(numba.config.NUMBA_NUM_THREADS, thread_name_prefix="tracejit-conv")
-        rest = [_POOL[0].submit(c) for c in calls[1:]]
-    else:
-        rest = []
-    try:
-        calls[0]()
-    finally:
-        for f in rest:
-            f.result()
+    return 1 if macs < PAR_MIN else threads.count()
 
 
 def planes(x, stride, padding):
@@ -615,7 +587,8 @@ def planes(x, stride, padding):
     (ph, pw), S = padding, stride[1]
     xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
     x = np.ascontiguousarray(x, np.float32)
-    _run([lambda a=a, b=b: _fill(x[a:b], ph, pw, xp[a:b]) for a, b in _split(N, _threads(x.size // FILL_SHARE))])
+    threads.run([lambda a=a, b=b: _fill(x[a:b], ph, pw, xp[a:b])
+                 for a, b in threads.split(N, _threads(x.size // FILL_SHARE))])
     return xp
 
 
@@ -626,8 +599,9 @@ def forward_from_planes(xp, w, bias, stride, dilation, out_size):
     out = np.empty((N, O) + tuple(out_size), np.float32)
     b = _NOBIAS if bias is None else np.ascontiguousarray(bias, np.float32)
     w = np.ascontiguousarray(w, np.float32).reshape(O, -1)
-    _run([lambda lo=lo, hi=hi: _forward(xp[lo:hi], w, b, kh, kw, stride[0], dilation[0], dilation[1], out[lo:hi])
-          for lo, hi in _split(N, _threads(out.size * C * kh * kw))])
+    parts = threads.split(N, _threads(out.size * C * kh * kw))
+    threads.run([lambda lo=lo, hi=hi: _forward(xp[lo:hi], w, b, kh, kw, stride[0], dilation[0], dilation[1],
+                                               out[lo:hi]) for lo, hi in parts])
     return out
 
 
@@ -635,7 +609,7 @@ def _weight_grad_calls(xp, g, weight_shape, stride, dilation, parts):
     """(the calls that compute a weight gradient over `parts` slices of the batch, a function returning it: the
     slices' sum, added in order)."""
     O, C, kh, kw = weight_shape
-    ranges = _split(g.shape[0], parts)
+    ranges = threads.split(g.shape[0], parts)
     outs = np.empty((len(ranges), O, C * kh * kw), np.float32)
     calls = [lambda i=i, lo=lo, hi=hi: _weight_grad(xp[lo:hi], g[lo:hi], kh, kw, stride[0], dilation[0], dilation[1],
                                                     outs[i]) for i, (lo, hi) in enumerate(ranges)]
@@ -646,7 +620,7 @@ def weight_grad_from_planes(xp, g, weight_shape, stride, dilation):
     O, C, kh, kw = weight_shape
     g = np.ascontiguousarray(g, np.float32)
     calls, total = _weight_grad_calls(xp, g, weight_shape, stride, dilation, _threads(g.size * C * kh * kw))
-    _run(calls)
+    threads.run(calls)
     return total()
 
 
@@ -666,11 +640,11 @@ def _input_grad_calls(g, w, stride, padding, dilation, parts, out):
         wt = np.ascontiguousarray(w).reshape(O, -1)
         return [lambda lo=lo, hi=hi: _input_grad_cols(g[lo:hi], wt, kh, kw, stride[0], stride[1], padding[0],
                                                       padding[1], dilation[0], dilation[1], out[lo:hi])
-                for lo, hi in _split(g.shape[0], parts)]
+                for lo, hi in threads.split(g.shape[0], parts)]
     wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
     gxp = planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]))
     return [lambda lo=lo, hi=hi: _forward(gxp[lo:hi], wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out[lo:hi])
-            for lo, hi in _split(g.shape[0], parts)]
+            for lo, hi in threads.split(g.shape[0], parts)]
 
 
 def input_grad(g, w, input_shape, stride, padding, dilation):
@@ -678,7 +652,7 @@ def input_grad(g, w, input_shape, stride, padding, dilation):
     O, C, kh, kw = w.shape
     g = np.ascontiguousarray(g, np.float32)
     out = np.empty(input_shape, np.float32)
-    _run(_input_grad_calls(g, w, stride, padding, dilation, _threads(g.size * C * kh * kw), out))
+    threads.run(_input_grad_calls(g, w, stride, padding, dilation, _threads(g.size * C * kh * kw), out))
     return out
 
 
@@ -691,13 +665,13 @@ def grads_from_planes(xp, g, w, input_shape, stride, padding, dilation):
     threads in turn (their kernels gain 1.5-1.7x from a second thread, AMD EPYC znver3)."""
     O, C, kh, kw = w.shape
     g = np.ascontiguousarray(g, np.float32)
-    threads = _threads(g.size * C * kh * kw)
-    if threads < 2:
+    n = _threads(g.size * C * kh * kw)
+    if n < 2:
         return input_grad(g, w, input_shape, stride, padding, dilation), \
             weight_grad_from_planes(xp, g, w.shape, stride, dilation)
     gx = np.empty(input_shape, np.float32)
-    calls, total = _weight_grad_calls(xp, g, w.shape, stride, dilation, threads - threads // 2)
-    _run(calls + _input_grad_calls(g, w, stride, padding, dilation, threads // 2, gx))
+    calls, total = _weight_grad_calls(xp, g, w.shape, stride, dilation, n - n // 2)
+    threads.run(calls + _input_grad_calls(g, w, stride, padding, dilation, n // 2, gx))
     return gx, total()
 
 

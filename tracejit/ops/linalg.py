@@ -25,11 +25,39 @@ def _matmul_np(a, b):
         # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
         # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+    if a.ndim > 2 and a.shape[:-2] == b.shape[:-2] and a.dtype.kind == "f":
+        out = _batch_over_threads(a, b)
+        if out is not None:
+            return out
     try:
         return np.matmul(a, b)
     except ValueError:      # batch dims that do not broadcast: the shape rule's message names them
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
         raise
+
+
+# A batch of small products (attention's q @ k^T and att @ v: 64 products of 64x32 @ 32x64 in the GPT bench) is one
+# OpenBLAS call per product, each on one thread (OpenBLAS threads a product from m*n*k = 64**3 up); with threads
+# they run on slices of the batch at once, from this many multiply-adds per call on
+_BATCH_THREADS_MIN = 1 << 20
+
+
+def _batch_over_threads(a, b):
+    """a @ b with a's and b's batch dims equal, over slices of the batch on several threads; None where that does
+    not pay (one thread, products OpenBLAS threads itself, too little work)."""
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = a.shape[:-2]
+    n = int(np.prod(batch))
+    if n < 2 or M * K * N >= 64 ** 3 or n * M * K * N < _BATCH_THREADS_MIN:
+        return None
+    from tracejit.kernels.cpu import threads
+    parts = threads.split(n, threads.count())
+    if len(parts) < 2:
+        return None
+    a3, b3 = a.reshape(n, M, K), b.reshape(n, K, N)
+    out = np.empty((n, M, N), np.result_type(a, b))
+    threads.run([lambda lo=lo, hi=hi: np.matmul(a3[lo:hi], b3[lo:hi], out=out[lo:hi]) for lo, hi in parts])
+    return out.reshape(batch + (M, N))
 
 
 def _mT(x):
@@ -851,6 +879,73 @@ defop("linalg_pinv", _meta_checked(_pinv_meta, _pinv_np), _pinv_meta, _pinv_vjp,
       grad_name="LinalgPinvBackward0")
 
 
+# ---- matrix_exp: scaling and squaring of a Taylor series, the number of squarings chosen per matrix from its
+# 1-norm when the op runs (so a traced program handles any norm: that choice is no Python number baked into the
+# graph). Its gradient is the Frechet derivative at A^T in the direction g: the top-right block of
+# exp([[A^T, g], [0, A^T]]) (Higham), another matrix_exp, so it is differentiable again.
+_EXP_TERMS = 18         # Taylor degree, for a 1-norm at most 1/2 after scaling: truncation below 1e-22
+
+
+def _matrix_exp_meta(A):
+    if A.ndim < 2:
+        raise RuntimeError("linalg.matrix_exp: The input tensor A must have at least 2 dimensions.")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got "
+                           f"{_dtname(A.dtype)}")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_exp: A must be batches of square matrices, but they are {A.shape[-2]} by "
+                           f"{A.shape[-1]} matrices")
+    return AVal(A.shape, A.dtype)
+
+
+def _squarings(norm):
+    """How often exp(A / 2^s) must be squared for A of this 1-norm: s with norm / 2^s <= 1/2."""
+    ok = np.isfinite(norm) & (norm > 0)
+    return np.where(ok, np.maximum(np.ceil(np.log2(np.where(ok, norm, 1.0))) + 1, 0), 0).astype(np.int64)
+
+
+def _matrix_exp_np(a):
+    x = a.astype(np.float32) if a.dtype == np.float16 else a
+    s = _squarings(np.abs(x).sum(-2).max(-1, initial=0))
+    x = x / np.ldexp(1.0, s)[..., None, None].astype(x.dtype)
+    term = result = np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape)
+    for k in range(1, _EXP_TERMS + 1):
+        term = np.matmul(term, x) / x.dtype.type(k)
+        result = result + term
+    for i in range(int(s.max(initial=0))):
+        result = np.where((s > i)[..., None, None], np.matmul(result, result), result)
+    return np.ascontiguousarray(result, dtype=a.dtype)
+
+
+def _matrix_exp_vjp(c, g):
+    from .shape_ops import cat, narrow
+    from ..creation import zeros_like
+    at = _mT(c.inputs[0])
+    n = at.shape[-1]
+    big = cat([cat([at, g], -1), cat([zeros_like(at), at], -1)], -2)
+    return (narrow(narrow(apply(OPS["matrix_exp"], big), -2, 0, n), -1, n, n),)
+
+
+def _matrix_exp_parts(a):
+    """The same series with registry ops, one number of squarings for the whole batch, read from A's values: the
+    op on a device that has no kernel for it (eager only: it reads a norm)."""
+    from ..creation import eye
+    norm = float(a.abs().sum(-2).max()) if a.numel() else 0.0
+    s = int(_squarings(np.float64(norm)))
+    x = a / 2.0 ** s
+    term = result = eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape)
+    for k in range(1, _EXP_TERMS + 1):
+        term = _mm(term, x) / k
+        result = result + term
+    for _ in range(s):
+        result = _mm(result, result)
+    return result
+
+
+defop("matrix_exp", _meta_checked(_matrix_exp_meta, _matrix_exp_np), _matrix_exp_meta, _matrix_exp_vjp, saves="i",
+      grad_name="LinalgMatrixExpBackward0", decompose=_matrix_exp_parts)
+
+
 # ----------------------------------------------------------------------------- PyTorch's top-level names
 
 def _tensor_arg(fn, x, name="input"):
@@ -862,6 +957,11 @@ def _tensor_arg(fn, x, name="input"):
 def inverse(input):
     _tensor_arg("inverse", input)
     return apply(OPS["linalg_inv"], input)
+
+
+def matrix_exp(input):
+    _tensor_arg("matrix_exp", input)
+    return apply(OPS["matrix_exp"], input)
 
 
 def det(input):

@@ -1,0 +1,44 @@
+"""Work split over threads from Python: calls that release the GIL (nogil numba kernels, numpy's BLAS products) run
+on disjoint slices of a batch at once, on the calling thread and a pool's.
+
+Where a kernel has no prange variant, a thread count compiles nothing more: a slice of a C-contiguous batch along
+its first axis has the whole batch's numba type. The count is numba's for the calling thread (what
+tracejit.set_num_threads sets); the pool holds one thread per numba thread, made on first use, none in a forked
+child (its threads do not survive the fork)."""
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+
+_POOL = [None]
+_LOCK = threading.Lock()
+os.register_at_fork(after_in_child=lambda: _POOL.__setitem__(0, None))
+
+
+def count():
+    """The threads the calling thread may use (numba.get_num_threads)."""
+    return numba.get_num_threads()
+
+
+def split(n, parts):
+    """[lo, hi) ranges of n items in `parts` near-equal slices (fewer when there are fewer items; one when n = 0)."""
+    parts = max(1, min(parts, n))
+    return [(n * i // parts, n * (i + 1) // parts) for i in range(parts)]
+
+
+def run(calls):
+    """The calls at once, the first on this thread, the others on the pool's; returns when every one has (an
+    exception of one is raised after all have ended)."""
+    if len(calls) > 1:
+        with _LOCK:
+            if _POOL[0] is None:
+                _POOL[0] = ThreadPoolExecutor(numba.config.NUMBA_NUM_THREADS, thread_name_prefix="tracejit")
+        rest = [_POOL[0].submit(c) for c in calls[1:]]
+    else:
+        rest = []
+    try:
+        calls[0]()
+    finally:
+        for f in rest:
+            f.result()
