@@ -234,8 +234,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    from .ops.random_ops import _gen
-    return _finish(Tensor._wrap(_gen(generator).permutation(int(n)).astype(_dt(dtype, D.int64).np)), requires_grad,
+    return _finish(apply(OPS["randperm"], n=int(n), dtype=_dt(dtype, D.int64), generator=generator), requires_grad,
                    device)
 
 
@@ -263,7 +262,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         if size is None:
             raise TypeError("normal(): with float mean and std, size is required")
         return _rand("randn", (tuple(size),), dtype, generator, requires_grad, device, mean=float(mean), std=float(std))
-    if st and (std < 0).any():
+    if st and std._data is not None and (std < 0).any():     # (values are checked eagerly, not in a trace)
         raise RuntimeError("normal expects all elements of std >= 0.0")
     ref = mean if mt else std
     from .ops.registry import broadcast_shapes
@@ -283,7 +282,7 @@ def poisson(input, generator=None):
     from .autograd.grad_mode import no_grad
     from .distributions.sampling import poisson as draw
     _float_only(input, "poisson_cpu")
-    if not bool((input >= 0).all()):
+    if input._data is not None and not bool((input >= 0).all()):   # (values are checked eagerly, not in a trace)
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     with no_grad():
         return draw(input.detach(), generator)
@@ -321,10 +320,5 @@ def _type_name(t):
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
-    from .ops.random_ops import _gen
-    input._concrete("multinomial")
-    p = np.asarray(input._data, np.float64)
-    rng = _gen(generator)
-    rows = p.reshape(-1, p.shape[-1])
-    out = np.stack([rng.choice(r.size, num_samples, replace=replacement, p=r / r.sum()) for r in rows])
-    return Tensor._wrap(out.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64))
+    return apply(OPS["multinomial"], input.detach() if input.requires_grad else input, num_samples=int(num_samples),
+                 replacement=bool(replacement), generator=generator)

@@ -316,20 +316,9 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 
 def matrix_exp(A):
-    """exp of a batch of square matrices: a Taylor series of degree 18 of A / 2^s (1-norm at most 1/2), squared s
-    times; matmuls only, so the gradient is autograd's. s is chosen from A's values (a Python number): eager only,
-    under tracejit.trace it raises the tracer's error for value-dependent Python."""
-    from .creation import eye
-    norm = float(A.detach().abs().sum(-2).max()) if A.numel() else 0.0
-    s = max(0, math.ceil(math.log2(norm)) + 1) if norm > 0 else 0
-    x = A / 2.0 ** s
-    term = result = eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)
-    for k in range(1, 19):
-        term = term @ x / k
-        result = result + term
-    for _ in range(s):
-        result = result @ result
-    return result
+    """exp of a batch of square matrices (the registry op: a Taylor series scaled and squared per matrix, its
+    gradient another matrix_exp; traced as one node whatever A's norm)."""
+    return _L.matrix_exp(A)
 
 
 def householder_product(A, tau):

@@ -1,4 +1,13 @@
-"""Random number generation: Generator objects over numpy's PCG64, and the global default generator."""
+"""Random number generation: Generator objects over numpy's PCG64, and the global default generator.
+
+Eager and traced code share these generators. A random op (rand, randn, randint, bernoulli, randperm,
+multinomial: registry ops marked random) draws when it runs: eagerly at the call, in a traced program when the
+compiled program runs, every call afresh, in program order. So from one seed a traced function gives the numbers its
+eager run gives (dropout, distributions' sample and rsample, in-place fills alike). The rejection samplers of
+tracejit.distributions.sampling (Gamma, and Beta, Dirichlet, Chi2, StudentT built on it; Poisson; Binomial) are the
+exception: eagerly they stop proposing once every element has accepted, a traced program runs every round, so it
+draws more numbers: its draws are fresh, reproducible from a seed and follow the same law, but differ from eager
+mode's. The numbers differ from PyTorch's for the same seed (another generator)."""
 import json
 
 import numpy as np

@@ -209,3 +209,44 @@ def test_linalg_matrix_exp_and_householder_product_equal_torch():
         _both(lambda lib, a: lib.linalg.matrix_exp(a), [A], tol=1e-11)
     _both(lambda lib, a, t: lib.linalg.householder_product(a, t),
           [RNG.standard_normal((2, 5, 3)), RNG.standard_normal((2, 3))], tol=1e-12)
+
+
+@pytest.mark.parametrize("omap, triv", [("matrix_exp", True), ("matrix_exp", False), ("cayley", False),
+                                        ("householder", True)])
+def test_orthogonal_traced_step_equals_eager_and_torch(omap, triv):
+    """A traced forward and backward of an orthogonal Linear equals eager tracejit's and torch's, on every call: the
+    unconstrained matrix changes between calls (its norm from 0.05 to 6, so matrix_exp's number of squarings
+    changes too) and the compiled program must read it, never keep the first call's."""
+    tm, jm = _pair(lambda lib: lib.nn.Linear(4, 4, dtype=lib.float64),
+                   lambda lib, m: lib.nn.utils.parametrizations.orthogonal(m, orthogonal_map=omap,
+                                                                         use_trivialization=triv))
+    x = RNG.standard_normal((3, 4))
+    w = RNG.standard_normal((3, 4))
+    params = [p for _, p in sorted(jm.named_parameters())]
+
+    def loss(lib, m, t):
+        return (m(t) * lib.tensor(w)).square().sum()
+
+    step = tj.trace(lambda t: (lambda r: (r.backward(), r.detach())[1])(loss(tj, jm, t)))
+    for scale in (0.05, 6.0, 1.5):
+        a = RNG.standard_normal((4, 4)) * scale
+        with torch.no_grad():
+            tm.parametrizations.weight.original.copy_(torch.tensor(a))
+        with tj.no_grad():
+            jm.parametrizations.weight.original.copy_(tj.tensor(a))
+        tm.zero_grad()
+        want = loss(torch, tm, torch.tensor(x))
+        want.backward()
+        wgrads = [p.grad.numpy() for _, p in sorted(tm.named_parameters())]
+        jm.zero_grad()
+        eager = loss(tj, jm, tj.tensor(x))
+        eager.backward()
+        egrads = [p.grad.numpy().copy() for p in params]
+        jm.zero_grad()
+        got = step(tj.tensor(x))
+        _close(float(got), float(eager), 1e-12)
+        _close(float(got), want.item(), 1e-9)
+        for g, e, t in zip([p.grad.numpy() for p in params], egrads, wgrads):
+            _close(g, e, 1e-12)
+            _close(g, t, 1e-8)
+    assert step.cache_info()["traces"] == 1

@@ -1,5 +1,7 @@
 """MaxUnpool1d/2d/3d, the lazy batch and instance norms, and error types, each against PyTorch 2.13: values,
 gradients, argument handling and the exception (type and message) for the same bad input."""
+import copy
+
 import numpy as np
 import pytest
 
@@ -171,6 +173,33 @@ def test_max_unpool_errors(case):
     _same_raise(BAD_UNPOOL[case])
 
 
+@pytest.mark.parametrize("nd, bad", [(1, 4), (1, -1), (2, 16), (2, -3), (3, 64), (3, -1)])
+@pytest.mark.parametrize("module", [False, True])
+def test_max_unpool_invalid_index_raises_as_torch_when_traced(nd, bad, module):
+    """An index outside the output plane raises torch's RuntimeError (same message) from the compiled program too,
+    on any call (the check is a node of the graph, not a trace-time test): first a good call, then the bad one."""
+    shape = (2, 1) + (2,) * nd
+
+    def indices(lib, last):     # distinct in each plane, the last one `last`
+        i = lib.arange(2 ** nd).repeat(2).reshape(shape)
+        i.view(-1)[-1] = last
+        return i
+    with pytest.raises(RuntimeError) as want:
+        getattr(torch.nn.functional, f"max_unpool{nd}d")(torch.ones(shape), indices(torch, bad), 2)
+    unpool = getattr(tj.nn, f"MaxUnpool{nd}d")(2) if module else \
+        (lambda v, i: getattr(tj.nn.functional, f"max_unpool{nd}d")(v, i, 2))
+    x = tj.ones(shape, requires_grad=True)
+    x.grad = tj.zeros(shape)            # (whether .grad is None is part of the signature)
+    step = tj.trace(lambda v, i: (lambda r: (r.backward(), r.detach())[1])((unpool(v, i) * 2).sum()))
+    good = indices(tj, 2 ** nd - 1)
+    assert float(step(x, good)) == 2.0 * x.numel()
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as got:
+            step(x, indices(tj, bad))
+        assert str(got.value) == str(want.value)
+    assert float(step(x, good)) == 2.0 * x.numel() and step.cache_info()["traces"] == 1
+
+
 @pytest.mark.parametrize("fn", [
     lambda lib: lib.nn.functional.max_unpool2d(lib.zeros(0, 2, 2, 2), _long(lib, 0, 2, 2, 2), 2),
     lambda lib: lib.nn.functional.max_unpool3d(lib.zeros(1, 2, 2, 2), _long(lib, 1, 2, 2, 2), 1, padding=(1, 0, 0)),
@@ -319,3 +348,61 @@ def test_norm_widening_dtype(fn):
     t, j = _both(fn)
     assert str(j.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
     _close(j.numpy(), t.numpy(), 1e-3)
+
+
+# ----------------------------------------------------------------------------- uninitialized parameters and buffers
+
+LAZY_TENSORS = {
+    "parameter": lambda lib: lib.nn.parameter.UninitializedParameter(),
+    "parameter float64 no grad": lambda lib: lib.nn.parameter.UninitializedParameter(False, dtype=lib.float64),
+    "buffer": lambda lib: lib.nn.parameter.UninitializedBuffer(),
+    "buffer int64": lambda lib: lib.nn.parameter.UninitializedBuffer(dtype=lib.int64),
+    "LazyLinear weight": lambda lib: lib.nn.LazyLinear(3).weight,
+    "LazyBatchNorm1d running_var": lambda lib: lib.nn.LazyBatchNorm1d().running_var,
+}
+
+# what torch answers about an uninitialized tensor (an empty 1-d tensor of its dtype), or the exception it raises
+LAZY_QUERIES = {
+    "size()": lambda u: tuple(u.size()), "size(0)": lambda u: u.size(0), "size(-1)": lambda u: u.size(-1),
+    "size(1)": lambda u: u.size(1), "shape": lambda u: u.shape, "ndim": lambda u: u.ndim, "dim()": lambda u: u.dim(),
+    "ndimension()": lambda u: u.ndimension(), "numel()": lambda u: u.numel(), "nelement()": lambda u: u.nelement(),
+    "len": lambda u: len(u), "iter": lambda u: list(u), "repr": repr, "str": str, "format": lambda u: f"{u}",
+    "dtype": lambda u: str(u.dtype).split(".")[-1], "device": lambda u: str(u.device),
+    "is_floating_point": lambda u: u.is_floating_point(), "requires_grad": lambda u: u.requires_grad,
+    "element_size": lambda u: u.element_size(), "is_contiguous": lambda u: u.is_contiguous(),
+    "numpy": lambda u: u.numpy(), "tolist": lambda u: u.tolist(), "item": lambda u: u.item(),
+    "add": lambda u: u + 1, "sum": lambda u: u.sum(), "share_memory_": lambda u: u.share_memory_(),
+    "deepcopy": lambda u: (lambda c: (repr(c), str(c.dtype).split(".")[-1], c.requires_grad))(copy.deepcopy(u)),
+}
+
+
+def _answer(fn):
+    try:
+        return "=", fn()
+    except Exception as e:      # noqa: BLE001  (the exception class is the answer compared)
+        return "raises", type(e).__name__ if not isinstance(e, ValueError) else "ValueError"
+
+
+@pytest.mark.parametrize("make", list(LAZY_TENSORS))
+def test_uninitialized_tensors_answer_as_torch(make):
+    """size() is (0,) and ndim 1, dtype, device and is_floating_point() answer; shape raises RuntimeError; numel(),
+    dim(), values, ops and formatting raise ValueError; repr and str are <UninitializedParameter>; a parameter
+    deep-copies to a new uninitialized one, a buffer does not (PyTorch 2.13's answers, query by query)."""
+    for name, query in LAZY_QUERIES.items():
+        want = _answer(lambda: query(LAZY_TENSORS[make](torch)))
+        got = _answer(lambda: query(LAZY_TENSORS[make](tj)))
+        assert got == want, (name, got, want)
+
+
+def test_lazy_module_prints_and_deep_copies_as_torch():
+    for name in ("LazyLinear", "LazyConv2d"):
+        res = []
+        for lib in (torch, tj):
+            m = getattr(lib.nn, name)(3, **({"kernel_size": 2} if "Conv" in name else {}))
+            c = copy.deepcopy(m)
+            assert m.has_uninitialized_params() and c.has_uninitialized_params()
+            x = lib.ones((2, 4) if "Linear" in name else (1, 2, 3, 3))
+            out = c(x)
+            res.append((str(m), str(c), [repr(p) for p in m.parameters()], tuple(out.shape),
+                        [tuple(p.shape) for p in c.parameters()], m.has_uninitialized_params()))
+        assert res[1] == res[0]

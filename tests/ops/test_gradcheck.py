@@ -183,6 +183,7 @@ CASES = {
     "linalg_svd": (lambda a: (lambda r: (r.U ** 2, r.S, r.Vh ** 2))(tj.linalg.svd(a, full_matrices=False)),
                    [N(4, 3)]),
     "linalg_pinv": (lambda a: tj.linalg.pinv(a), [N(3, 2)]),
+    "matrix_exp": (lambda a: tj.linalg.matrix_exp(2 * a), [N(2, 3, 3)]),
     "dot": (lambda a, b: tj.dot(a, b) ** 2, [N(4), N(4)]),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 2, padding=1), [N(1, 2, 4, 4)]),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [N(1, 2, 5, 4)]),
@@ -255,7 +256,8 @@ DERIVATIVE_ONLY = {"index_backward": "index", "conv2d_backward_input": "conv2d",
 GRADGRAD = ["mul", "exp", "tanh", "sigmoid", "pow", "matmul", "softmax", "log_softmax", "sum", "mean", "logsumexp",
             "slice", "index", "gather", "div", "cumprod", "var", "vector_norm", "prod", "einsum", "binary_cross_entropy",
             "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "where", "scatter", "gelu", "std", "nll_loss",
-            "scaled_dot_product_attention", "batch_norm", "layer_norm", "addmm", "mv", "dot", "scan"]
+            "scaled_dot_product_attention", "batch_norm", "layer_norm", "addmm", "mv", "dot", "scan",
+            "matrix_exp"]
 GRADGRAD_COMPOSED = ["cross_entropy", "setitem", "index_add", "view_inplace"]
 # second derivatives at exact zeros of cumprod/prod are not exact in tracejit (first derivatives are):
 # gradgradcheck those on zero-free inputs

@@ -561,6 +561,17 @@ def test_one_hot_checks_class_values_with_pytorchs_messages():
     assert tuple(check_classes(torch.tensor(np.zeros(0, np.int64)), 0).shape) == (0,)
 
 
+def test_unpool_index_check_passes_indices_inside_the_plane_and_names_the_first_outside():
+    from tracejit.ops.nn_ops import check_unpool_index
+    i = torch.tensor(np.array([[0, 11], [5, 3]]))
+    np.testing.assert_array_equal(check_unpool_index(i, (3, 4)).numpy(), [[0, 11], [5, 3]])
+    _raises(RuntimeError, "Found an invalid max index: 12 (output volumes are of size 3x4)",
+            lambda: check_unpool_index(torch.tensor(np.array([1, 12, -1])), (3, 4)))
+    _raises(RuntimeError, "Found an invalid max index: -1 (output volumes are of size 2x1x2)",
+            lambda: check_unpool_index(torch.tensor(np.array([[-1, 0]])), (2, 1, 2)))
+    assert tuple(check_unpool_index(torch.tensor(np.zeros((2, 0), np.int64)), (0, 3)).shape) == (2, 0)
+
+
 def test_nll_loss_ignores_a_row_whatever_its_log_probabilities_and_float32_layer_norm_backward():
     # an ignored sample adds 0 even where its log-probabilities are -inf (not -(0 * inf)), in the op and its parts
     logp = np.array([[-0.5, -np.inf, -1.0], [-1.2, -0.3, -2.0]])

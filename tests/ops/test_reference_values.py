@@ -193,6 +193,35 @@ _GAMMA_X = np.array([-0.0, 0.0, -3.0, -2.5, -0.3, 1e-300, 1e-8, 0.5, 1.0, 1.4616
 _SQ = _rng.standard_normal((3, 3)) + 2 * np.eye(3)
 _SPD = (lambda m: m @ m.T + np.eye(3))(_rng.standard_normal((3, 3)))
 _SYM2 = np.array([[2.0, 0.7], [0.7, -1.0]])
+_UNPOOL_IDX = np.array([[[0, 9, 4], [13, 20, 23]], [[7, 2, 10], [12, 19, 17]]])     # one per 2x2 window
+
+
+def _unpool2d(x, idx, out):
+    """Each value written at its flat index of a zero (out) plane, by loops."""
+    y = np.zeros(x.shape[:-2] + out)
+    for c in range(x.shape[0]):
+        for r in range(x.shape[1]):
+            for k in range(x.shape[2]):
+                y[c, idx[c, r, k] // out[1], idx[c, r, k] % out[1]] = x[c, r, k]
+    return y
+_NS2 = np.array([[0.3, -2.1], [1.7, -0.4]])          # complex eigenvalues
+
+
+def _expm_sym(a):
+    """exp of a symmetric matrix from its eigenvectors: V diag(exp(w)) V^T."""
+    w, v = np.linalg.eigh(a)
+    return (v * [math.exp(x) for x in w]) @ v.T
+
+
+def _expm2(a):
+    """exp of a 2x2 matrix in closed form: e^m (cosh(q) I + sinh(q) / q (A - m I)), m the mean of the diagonal and
+    q^2 = ((a - d) / 2)^2 + b c (q complex when that is negative)."""
+    import cmath
+    m = (a[0, 0] + a[1, 1]) / 2
+    q = cmath.sqrt(((a[0, 0] - a[1, 1]) / 2) ** 2 + a[0, 1] * a[1, 0])
+    c, sq = cmath.cosh(q), (cmath.sinh(q) / q if q != 0 else 1.0)
+    return math.exp(m) * np.array([[(c + sq * (a[i, j] - m) if i == j else sq * a[i, j]).real for j in range(2)]
+                                   for i in range(2)])
 
 
 def _det3(a):
@@ -418,6 +447,8 @@ CASES.update({
     "linalg_eigh": (lambda a: tj.linalg.eigh(a).eigenvectors ** 2, [_SYM2], lambda a: _eigvecs2_squared(a)),
     "linalg_svd": (lambda a: tj.linalg.svd(a).S, [_SQ[:2, :2].copy()], lambda a: _singular2(a)),
     "linalg_pinv": (lambda a: tj.linalg.pinv(a), [N[:, :2].copy()], lambda a: _pinv_tall2(a)),
+    "matrix_exp": (lambda a, b: tj.cat([tj.linalg.matrix_exp(a).reshape(-1), tj.linalg.matrix_exp(b).reshape(-1)]),
+                   [_SPD / 2, _NS2], lambda a, b: np.concatenate([_expm_sym(a).ravel(), _expm2(b).ravel()])),
     # nn
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1), [
         _rng.standard_normal((2, 2, 5, 5)), _rng.standard_normal((3, 2, 3, 3)), _rng.standard_normal(3)],
@@ -433,6 +464,8 @@ CASES.update({
         [[[int(i[r, c] == k) for k in range(6)] for c in range(4)] for r in range(3)])),
     "cross_entropy": (lambda x: F.cross_entropy(x, tj.tensor(_T)), [_rng.standard_normal((5, 4))],
                       lambda x: np.array(_nll(np.log(_softmax_rows(x)), _T, np.ones(4), -100))),
+    "max_unpool": (lambda x, i: F.max_unpool2d(x, i, 2), [_rng.standard_normal((2, 2, 3)), _UNPOOL_IDX],
+                   lambda x, i: _unpool2d(x, i, (4, 6))),
 })
 
 
@@ -527,14 +560,15 @@ CASES["scan"] = (_scan_case, [_rng.standard_normal((2, 3)), _rng.standard_normal
 
 # ops whose forward value is covered by a case under another name
 COVERED_BY = {
-    "check_classes": "one_hot", "check_index": "index_select", "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
+    "check_classes": "one_hot", "check_index": "index_select", "check_unpool_index": "max_unpool",
+    "scatter": "scatter_add", "nll_loss_coef": "cross_entropy",
     # backward-only ops: their values are gradients, checked by gradcheck (test_gradcheck.py)
     "index_backward": None, "conv2d_backward_input": None, "conv2d_backward_weight": None,
     "max_pool2d_backward": None, "avg_pool2d_backward": None, "adaptive_avg_pool2d_backward": None,
     "sdpa_backward": None, "layer_norm_backward": None, "softmax_backward": None,
     "log_softmax_backward": None, "batch_norm_backward": None,   # (also tests/nn/test_batch_norm.py's float64 sums)
     # random ops: no value to compare; their distributions are checked by test_random_ops below
-    "rand": None, "randn": None, "randint": None, "bernoulli": None,
+    "rand": None, "randn": None, "randint": None, "bernoulli": None, "randperm": None, "multinomial": None,
     # collectives need an MPI job: tests/distributed/scripts/collectives.py checks their values against numpy there
     "all_reduce_start": None, "broadcast_start": None, "all_gather_start": None, "reduce_scatter_start": None,
     "comm_wait": None,

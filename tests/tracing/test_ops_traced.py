@@ -98,6 +98,8 @@ CASES = {
     "linalg_eigh": (lambda a: torch.linalg.eigh(a + a.mT).eigenvalues, [N(3, 3)]),
     "linalg_svd": (lambda a: torch.linalg.svd(a, full_matrices=False).S, [N(4, 3)]),
     "linalg_pinv": (lambda a: torch.linalg.pinv(a), [N(3, 2)]),
+    # (3 * a: a 1-norm above 1/2, so the squarings the op chooses when it runs are part of the case)
+    "matrix_exp": (lambda a: torch.linalg.matrix_exp(3 * a), [N(2, 3, 3)]),
     "dot": (lambda a, b: torch.dot(a, b) * a + a @ b.exp(), [N(4), N(4)]),
     "addmm": (lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0) + torch.addmm(c, a, b, beta=0), [N(5), N(3, 4), N(4, 5)]),
     "softmax": (lambda x: torch.softmax(x, 1) * torch.arange(4.0), [N(3, 4)]),
@@ -115,6 +117,7 @@ CASES = {
                                       weight=torch.tensor([1.0, 0.5, 2.0, 1.5, 1.0], dtype=torch.float64)), [N(4, 5)]),
     "check_classes": (lambda i: F.one_hot(torch.remainder(i, 3), 3) * 2, [I(5)]),
     "check_index": (lambda x, i: torch.index_select(x, 0, torch.remainder(i, 3)) * 2, [N(3, 4), I(5)]),
+    "check_unpool_index": (lambda x, i: F.max_unpool1d(x, torch.remainder(i, 10).reshape(1, 5), 2), [N(1, 5), I(5)]),
     "batch_norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, training=True) * x,
                    [N(4, 3, 2, 2), N(3), N(3)]),
     "to_memory_format": (lambda x: x.contiguous(memory_format=torch.channels_last) * x, [N(2, 3, 2, 2)]),
@@ -128,7 +131,7 @@ CASES = {
 DERIVATIVE_ONLY = {"conv2d_backward_input", "conv2d_backward_weight", "max_pool2d_backward", "avg_pool2d_backward",
                    "adaptive_avg_pool2d_backward", "nll_loss_coef", "sdpa_backward", "layer_norm_backward",
                    "softmax_backward", "log_softmax_backward", "batch_norm_backward"}
-RANDOM = {"rand", "randn", "randint", "bernoulli"}
+RANDOM = {"rand", "randn", "randint", "bernoulli", "randperm", "multinomial"}
 # collectives need an MPI job: tests/distributed/scripts/collectives.py runs each of them traced against numpy
 COLLECTIVE = {"all_reduce_start", "broadcast_start", "all_gather_start", "reduce_scatter_start", "comm_wait"}
 

@@ -4,7 +4,7 @@ import tracejit as tj
 
 from . import constraints
 from .discrete import Categorical, _one_of, _ProbsOrLogits
-from .distribution import Distribution
+from .distribution import Distribution, _checkable
 from .sampling import binomial, poisson
 from .utils import broadcast_all, finfo
 
@@ -102,7 +102,7 @@ class Geometric(_ProbsOrLogits):
         (value,) = broadcast_all(given)
         self.__dict__[name] = value
         super().__init__(value.size(), validate_args=validate_args)
-        if self._validate_args and probs is not None and not bool((value > 0).all()):
+        if self._validate_args and _checkable() and probs is not None and not bool((value > 0).all()):
             raise ValueError(f"Expected parameter probs ({type(value).__name__} of shape {tuple(value.shape)}) of "
                              f"distribution {self!r} to be positive but found invalid values:\n{value[~(value > 0)]}")
 

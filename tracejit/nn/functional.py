@@ -1679,13 +1679,9 @@ def _max_unpool(input, indices, size, stride=None):
     flat_x = S.reshape(input, lead + (int(np.prod(input.shape[-nd:])),))
     if volume == 0 or flat_x.numel() == 0:   # an empty output: a zero-length slice keeps it in the graph
         return S.reshape(S.narrow(S.reshape(input, (input.numel(),)), 0, 0, 0), lead + tuple(size))
-    if _known(indices):
-        bad = indices.numpy()
-        bad = bad[(bad < 0) | (bad >= volume)]
-        if bad.size:
-            raise RuntimeError(f"Found an invalid max index: {int(bad[0])} (output volumes are of size "
-                               f"{'x'.join(map(str, size))})")
     from ..creation import zeros
+    from ..ops.nn_ops import check_unpool_index
+    indices = check_unpool_index(indices, size)         # (a node of a traced graph: checked on every call)
     base = zeros(lead + (volume,), dtype=input.dtype, device=input.device)
     out = I.scatter(base, -1, S.reshape(indices, tuple(flat_x.shape)), flat_x)
     return S.reshape(out, lead + tuple(size))

@@ -82,13 +82,20 @@ class _NoData:
 
 class UninitializedTensorMixin:
     """A tensor with no storage yet: `materialize(shape)` gives it one and turns the same object into its
-    `cls_to_become` (so references taken before, an optimizer's, see the materialized tensor)."""
+    `cls_to_become` (so references taken before, an optimizer's, see the materialized tensor).
+
+    As PyTorch's, it stands for an empty 1-d tensor of its dtype and device: size() is (0,), ndim 1, dtype,
+    device and is_floating_point() answer, while .shape raises RuntimeError and every other use (numel(), dim(),
+    values, ops, formatting) ValueError."""
     cls_to_become = None
 
     def _init_lazy(self, requires_grad, device, dtype):
+        from .. import _dtype as D
+        from .._tensor import device as _device
         self._init(_NoData())
         self._requires_grad = requires_grad
-        self.__dict__["_lazy_factory"] = {"device": device, "dtype": dtype}
+        self.__dict__["_lazy_factory"] = {"device": _device(device if device is not None else "cpu"),
+                                          "dtype": D.to_dtype(dtype) if dtype is not None else D.get_default_dtype()}
 
     def materialize(self, shape, device=None, dtype=None):
         """Gives the tensor storage of `shape` (uninitialized values) and makes it a `cls_to_become`."""
@@ -105,8 +112,35 @@ class UninitializedTensorMixin:
                            "initialized one. Call `forward` to initialize the parameters before accessing their "
                            "attributes.")
 
-    def numel(self):
+    def size(self, dim=None):
+        from ..size import Size
+        if dim is None:
+            return Size((0,))
+        from ..ops.registry import norm_dim
+        norm_dim(dim, 1)
+        return 0
+
+    @property
+    def ndim(self):
+        return 1
+
+    @property
+    def dtype(self):
+        return self.__dict__["_lazy_factory"]["dtype"]
+
+    @property
+    def device(self):
+        return self.__dict__["_lazy_factory"]["device"]
+
+    def _unusable(self, *args, **kwargs):
         raise WordedValueError(_USE)
+
+    dim = ndimension = numel = nelement = element_size = is_contiguous = numpy = tolist = item = _unusable
+    __len__ = __iter__ = __format__ = _unusable
+
+    def share_memory_(self):
+        raise RuntimeError("Can't share memory on an uninitialized parameter or buffer. Call `forward` to initialize "
+                           "the parameters before calling `module.share_memory()`.")
 
     def __repr__(self):
         return f"<{type(self).__name__}>"
@@ -115,7 +149,6 @@ class UninitializedTensorMixin:
 
     def __reduce_ex__(self, proto):
         return (type(self), (self.requires_grad,))
-
 
 class UninitializedParameter(UninitializedTensorMixin, Parameter):
     """A parameter of a lazy module before its first call: no shape yet, and no values."""
@@ -128,6 +161,14 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
 
     def __init__(self, requires_grad=True, device=None, dtype=None):
         pass
+
+    def __deepcopy__(self, memo):
+        """Another uninitialized parameter (a lazy module can be copied before its first call, as in PyTorch; an
+        uninitialized buffer cannot)."""
+        if id(self) not in memo:
+            kw = self.__dict__["_lazy_factory"]
+            memo[id(self)] = type(self)(self.requires_grad, kw["device"], kw["dtype"])
+        return memo[id(self)]
 
 
 class UninitializedBuffer(UninitializedTensorMixin, Tensor):

@@ -29,7 +29,7 @@ for skip in ("apply", "defop", "pointwise", "norm_dim", "norm_dims", "broadcast_
              "einsum_terms", "broadcast_tensors", "where", "getitem", "setitem", "sum_to", "cat_one", "count_like",
              "index_put", "slice_dim", "allclose", "isclose", "equal", "atleast_1d", "atleast_2d", "atleast_3d",
              "scatter_add_", "values_indices", "float_power", "make_inplace", "inplace", "meshgrid", "cast",
-             "threshold", "check_classes"):
+             "threshold", "check_classes", "check_unpool_index"):
     _METHODS.pop(skip, None)
 for name, f in _METHODS.items():
     _bind(name, f)
@@ -293,7 +293,8 @@ Tensor.new_full = lambda self, size, v, dtype=None, device=None, **k: __import__
     size, v, dtype=dtype or self.dtype, device=device or self.device)
 Tensor.new_tensor = lambda self, data, dtype=None, device=None, **k: __import__("tracejit").tensor(
     data, dtype=dtype or self.dtype, device=device or self.device)
-Tensor.bernoulli = lambda self, generator=None: __import__("tracejit").bernoulli(self, generator=generator)
+Tensor.bernoulli = lambda self, p=None, *, generator=None: __import__("tracejit").bernoulli(self, p,
+                                                                                           generator=generator)
 Tensor.multinomial = lambda self, n, replacement=False, generator=None: __import__("tracejit").multinomial(
     self, n, replacement, generator=generator)
 Tensor.softmax = lambda self, dim, dtype=None: N.softmax(self, dim, dtype)

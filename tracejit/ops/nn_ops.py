@@ -535,3 +535,22 @@ defop("check_classes", _check_classes_np, lambda x, num_classes: AVal(x.shape, x
 
 def check_classes(x, num_classes):
     return apply(OPS["check_classes"], x, num_classes=num_classes)
+
+
+# max_unpool's indices must each lie in its output plane (of spatial size `dims`), checked the same way: PyTorch's
+# RuntimeError naming the first bad index, before the scatter (whose own bounds message names flat sizes)
+def _check_unpool_index_np(index, dims):
+    if index.size:
+        bad = index[(index < 0) | (index >= int(np.prod(dims)))]
+        if bad.size:
+            raise RuntimeError(f"Found an invalid max index: {int(bad[0])} (output volumes are of size "
+                               f"{'x'.join(map(str, dims))})")
+    return index
+
+
+defop("check_unpool_index", _check_unpool_index_np, lambda index, dims: AVal(index.shape, index.dtype), kind="other",
+      aliases=True)        # (returns its operand)
+
+
+def check_unpool_index(index, dims):
+    return apply(OPS["check_unpool_index"], index, dims=tuple(int(d) for d in dims))
