@@ -32,6 +32,9 @@ from ..scalar_code import const_namer, is_param, op_expression, operand_dtypes, 
 # elements from which the prange variant is used ("off": never; threads hurt on a busy 2-core machine)
 _par = os.environ.get("TRACEJIT_PARALLEL_MIN", str(1 << 20))
 PAR_MIN = 1 << 62 if _par == "off" else int(_par)
+# a kernel with costly calls (rt.HEAVY: exp, erf, tanh...) takes its prange variant from PAR_MIN / HEAVY_PAR_WEIGHT
+# elements (128k): its time is compute, which a second core halves, where a cheap kernel's is memory traffic
+HEAVY_PAR_WEIGHT = 8
 CHUNK = 8192     # elements per chunk of a kernel with full sums (its float64 scratch row stays in L2)
 TILE = 1024      # elements per tile of a staged loop (its scratch tiles stay in L1)
 STAGE_HEAVY = 1  # costly calls one after another in a stage (see stages)
@@ -205,11 +208,13 @@ class _LoopKernel:
             self._nd_arguments()
         self._scratch()
         self.parallel_ok = not self.reductions or self.mode == "chunks"    # nd sums: threads would race
+        self.heavy = any(_heavy_calls(st) for st in self.stmts)
         self.plan = stages(self.stmts)
         self.tiles = []              # (scratch tile, dtype): the values a later stage reads
         if self.plan is not None:
             from numba.core import config
-            threads = config.NUMBA_NUM_THREADS if self.parallel_ok and self.size >= PAR_MIN else 1
+            threads = config.NUMBA_NUM_THREADS if self.parallel_ok and \
+                self.size * par_weight(self.heavy) >= PAR_MIN else 1
             self.plan, self.tiles = plan_tiles(self.plan, self.stmts, self.stmt_dtypes,
                                                self.sink_names)
             self.scratch += [(w, TILE * threads, dt) for w, dt in self.tiles]
@@ -321,13 +326,14 @@ class _LoopKernel:
             consts["CHUNK"] = ("CHUNK", CHUNK)
         if self.plan is not None:
             consts["TILE"] = ("TILE", TILE)
-        ic = interleave() if self.size >= INTERLEAVE_MIN and any(_heavy_calls(st) for st in self.stmts) else 0
+        ic = interleave() if self.size >= INTERLEAVE_MIN and self.heavy else 0
         if ic:
             consts["VECTOR_INTERLEAVE"] = ("VECTOR_INTERLEAVE", ic)    # (read by workers.vector_interleave)
         ks = KernelSource(name, title, self.node, module_code(consts, kernels, imports), self.mode,
                           self.in_kinds, tuple(self.extra_args), self.size, self.params,
                           [(dt, n) for _, n, dt in self.scratch])
         ks.parallel_ok = self.parallel_ok
+        ks.par_weight = par_weight(self.heavy)
         return ks
 
     def inner(self, ind, var, n, rng, loads, sinks, par):
@@ -456,6 +462,11 @@ def _heavy_calls(text):
         from .rt import HEAVY
         _HEAVY_CALL.append(re.compile(r"(?<![\w.])(" + "|".join(sorted(HEAVY, key=len, reverse=True)) + r")\("))
     return len(_HEAVY_CALL[0].findall(text.split("#")[0]))
+
+
+def par_weight(heavy):
+    """A kernel's weight against PAR_MIN (its prange variant runs from size * weight >= PAR_MIN)."""
+    return HEAVY_PAR_WEIGHT if heavy else 1
 
 
 def stages(stmts):

@@ -21,7 +21,7 @@ import numpy as np
 from ...ir.graph import Value
 from ...passes.fusion import row_class
 from ..scalar_code import const_namer, npname, op_expression, param_namer
-from .codegen import KernelSource, module_code, njit_flags, param_args, typed_calls
+from .codegen import KernelSource, _heavy_calls, module_code, njit_flags, par_weight, param_args, typed_calls
 
 ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task allocates its scratch rows)
 # segmented rows (batch norm's: a channel's elements in every image) take their prange variant from PAR_MIN /
@@ -283,7 +283,8 @@ class _RowKernel:
         ks = KernelSource(name, title, self.node, code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
                           [(dt, T if t in self.segmented else N) for t, dt in self.scratch])
         ks.parallel_ok = R > 1
-        ks.par_weight = SEGMENTED_PAR_WEIGHT if L > 1 else 1
+        ks.par_weight = max(SEGMENTED_PAR_WEIGHT if L > 1 else 1,
+                            par_weight(any(_heavy_calls(ln) for ln in code.splitlines())))
         return ks
 
 
