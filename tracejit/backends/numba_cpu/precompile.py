@@ -147,13 +147,14 @@ def default_workers():
 
 
 def run(workers=None, out=sys.stdout):
-    """Run every task, in `workers` processes (default: one per core; 1: in this process). Returns the number of
-    tasks that failed (each is reported; a failure leaves its kernels to compile at their first use)."""
+    """Run every task, in `workers` forked processes (default: one per core; 1, or not on Linux: in this process).
+    Returns the number of tasks that failed (each is reported; a failure leaves its kernels to compile at their
+    first use)."""
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise ValueError(f"workers={workers}: expected at least 1 process")
     started = time.perf_counter()
-    if workers == 1 or not hasattr(os, "fork"):
+    if workers == 1 or not sys.platform.startswith("linux"):    # (fork elsewhere: see workers.max_helpers)
         results = (_one(i) for i in range(len(TASKS)))
         pool = None
     else:
