@@ -25,10 +25,12 @@ into halves, slowly: for testing that code here); an override compiles these ker
 whose key would not tell the two apart.
 """
 import os
+import types as types_
 
 import numba
 import numpy as np
 from llvmlite import ir
+from numba import prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
@@ -419,7 +421,7 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
     taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(max(kw, 3))])
     taps3 = (taps[0], taps[1], taps[2])
     inplace = (OW % NR == 0 or OW == 8) and (S == 1 or kw == 3)
-    for n in range(N):
+    for n in prange(N):
         panel = np.empty(K * NR, np.float32)
         runs = np.empty(NR, np.int64)
         for pb in range(P // NR):
@@ -445,61 +447,66 @@ def _forward(xp, w, bias, kh, kw, sh, dh, dw, out):
                     o[n, c, t] += bc
 
 
-def _weight_grad(xp, g, kh, kw, sh, dh, dw, out):
-    """out (O, K) = sum over positions of g (N, O, OH, OW) times the columns, as its transpose (K, O): tiles of
-    (K rows x 16 channels) added into a (K, O rounded up to 16) sum, g laid out once as (positions, O rounded up,
-    zeros beyond O). With at least MR input channels a tile's rows are MR channels at one kernel tap, read in
-    place from the planes (blocks of images of ~256 positions, the reduction over (image, row, column) with
-    the row's OW columns unrolled where OW is 16, 8 or 4); with fewer, rows of a panel of WIDE
-    positions (`_panel`: a 3-channel input would fill a tile's rows poorly). In place vs panels, 64x16x16x16
-    input, 16 output channels: 0.94 vs 1.16 ms; 32 channels 8x8: 0.94 vs 0.98; 3 channels: 0.52 vs 0.35 (one
-    thread, AMD EPYC znver3)."""
+def _weight_grad(xp, g, kh, kw, sh, dh, dw, outs):
+    """outs[p] (O, K) = sum over the positions of images N*p//parts .. N*(p+1)//parts (parts = len(outs)) of g (N,
+    O, OH, OW) times the columns, as its transpose (K, O): tiles of (K rows x 16 channels) added into a (K, O
+    rounded up to 16) sum, g laid out once as (positions, O rounded up, zeros beyond O). With at least MR input
+    channels a tile's rows are MR channels at one kernel tap, read in place from the planes (blocks of images of
+    ~256 positions from the part's first, the reduction over (image, row, column) with the row's OW columns
+    unrolled where OW is 16, 8 or 4); with fewer, rows of a panel of WIDE positions (`_panel`: a 3-channel input
+    would fill a tile's rows poorly). A part gives the same bits computed here or as a slice of the batch on its
+    own. In place vs panels, 64x16x16x16 input, 16 output channels: 0.94 vs 1.16 ms; 32 channels 8x8: 0.94 vs
+    0.98; 3 channels: 0.52 vs 0.35 (one thread, AMD EPYC znver3)."""
     N, O, OH, OW = g.shape
     C, S, Hp, Wq = xp.shape[1], xp.shape[2], xp.shape[3], xp.shape[4]
-    P, K, kk = OH * OW, out.shape[1], kh * kw
+    P, K, kk, parts = OH * OW, outs.shape[2], kh * kw, outs.shape[0]
     O16 = (O + NR - 1) // NR * NR
     taps = np.array([_tap(j, dw, S, Hp * Wq) for j in range(kw)])
-    gt = np.zeros((N * P, O16), np.float32)
-    gf, gd = g.reshape(-1), gt.reshape(-1)
-    for n in range(N):            # 8x8 blocks transposed in registers (16-channel layer 0.100 -> 0.045 ms, znver3)
-        for c in range(0, O - 7, 8):
-            for t in range(0, P - 7, 8):
-                _transpose8(gd, (n * P + t) * O16 + c, O16, gf, (n * O + c) * P + t, P)
-        for c in range(O):
-            for t in range(P // 8 * 8 if c < O // 8 * 8 else 0, P):
-                gd[(n * P + t) * O16 + c] = gf[(n * O + c) * P + t]
     inplace = C >= MR
     src, img = xp.reshape(-1), C * S * Hp * Wq
     a_s, a_r, b_s = (img, sh * Wq, 1), S * Hp * Wq, (P * O16, OW * O16, O16)
     nb = max(1, 256 // P) if inplace else 0            # images per block in place
-    blocks = (N + nb - 1) // nb if inplace else (N * P + WIDE - 1) // WIDE
-    acc = np.zeros((K, O16), np.float32)
-    panel = np.empty(0 if inplace else K * WIDE, np.float32)
-    runs = np.empty(WIDE, np.int64)
-    for i in range(blocks):
-        if inplace:
-            q = (min(nb, N - i * nb), OH, OW)
-            for t in range(kk):
-                a0 = i * nb * img + t // kw * dh * Wq + taps[t % kw]
-                for j in range(0, O16, NR):
-                    b0, c0 = i * nb * P * O16 + j, t * O16 + j
-                    if OW == 16:
-                        _outer_rows_add16(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                    elif OW == 8:
-                        _outer_rows_add8(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                    elif OW == 4:
-                        _outer_rows_add4(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-                    else:
-                        _outer_rows_add(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
-            continue
-        width = min(WIDE, N * P - i * WIDE)
-        _panel(xp, i * WIDE, width, P, kh, kw, sh, dh, taps, OW, runs, panel)
-        for j in range(0, O16, NR):
-            _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), None, 8, acc, j, O16,
-                            (1, 1, width), K)
-    for c in range(O):
-        for k in range(K):
-            out[c, k] = acc[k, c]
+    gf = g.reshape(-1)
+    for part in prange(parts):
+        lo, hi = N * part // parts, N * (part + 1) // parts
+        n_img = hi - lo
+        gt = np.zeros((n_img * P, O16), np.float32)     # the part's g as (positions, channels)
+        gd = gt.reshape(-1)
+        for n in range(n_img):    # 8x8 blocks transposed in registers (16-channel layer 0.100 -> 0.045 ms, znver3)
+            for c in range(0, O - 7, 8):
+                for t in range(0, P - 7, 8):
+                    _transpose8(gd, (n * P + t) * O16 + c, O16, gf, ((lo + n) * O + c) * P + t, P)
+            for c in range(O):
+                for t in range(P // 8 * 8 if c < O // 8 * 8 else 0, P):
+                    gd[(n * P + t) * O16 + c] = gf[((lo + n) * O + c) * P + t]
+        acc = np.zeros((K, O16), np.float32)
+        panel = np.empty(0 if inplace else K * WIDE, np.float32)
+        runs = np.empty(WIDE, np.int64)
+        blocks = (n_img + nb - 1) // nb if inplace else (n_img * P + WIDE - 1) // WIDE
+        for i in range(blocks):
+            if inplace:
+                q = (min(nb, n_img - i * nb), OH, OW)
+                for t in range(kk):
+                    a0 = (lo + i * nb) * img + t // kw * dh * Wq + taps[t % kw]
+                    for j in range(0, O16, NR):
+                        b0, c0 = i * nb * P * O16 + j, t * O16 + j
+                        if OW == 16:
+                            _outer_rows_add16(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                        elif OW == 8:
+                            _outer_rows_add8(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                        elif OW == 4:
+                            _outer_rows_add4(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                        else:
+                            _outer_rows_add(src, a0, a_s, a_r, gt, b0, b_s, None, 8, acc, c0, kk * O16, q, C)
+                continue
+            width = min(WIDE, n_img * P - i * WIDE)
+            _panel(xp, lo * P + i * WIDE, width, P, kh, kw, sh, dh, taps, OW, runs, panel)
+            for j in range(0, O16, NR):
+                _outer_rows_add(panel, 0, (0, 0, 1), width, gt, i * WIDE * O16 + j, (0, 0, O16), None, 8, acc, j,
+                                O16, (1, 1, width), K)
+        for c in range(O):
+            for k in range(K):
+                outs[part, c, k] = acc[k, c]
 
 
 def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
@@ -519,7 +526,7 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
     Wm = Wq + 2 * M                       # a plane's row, margins included
     plane = H * sw * Wm
     gf, of = g.reshape(-1), out.reshape(-1)
-    for n in range(N):
+    for n in prange(N):
         cols = np.empty(K * NR, np.float32)
         buf = np.zeros(C * plane, np.float32)
         jd = np.empty(kw, np.int64)
@@ -561,20 +568,64 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
 
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
-_panel, _fill, _forward, _weight_grad, _input_grad_cols = (numba.njit(cache=_CACHE, nogil=True)(f) for f in (
-    _panel, _fill, _forward, _weight_grad, _input_grad_cols))
+_SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
+                                                                        _input_grad_cols)}
+_panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
+    "_panel", "_fill", "_forward", "_weight_grad", "_input_grad_cols"))
 
-# Threads: the kernels are serial; a large convolution runs them on slices of its batch at once (threads.py). They
-# used to have prange variants: numba's parfor lowering of these tiles took 13-37 s per variant on first use, the
-# ResNet bench's first step at two threads 105 s with nothing cached.
+# Threads. A large convolution runs on slices of its batch at once: its kernels' prange variants (over images, or
+# over the weight gradient's parts) where numba has them, else the serial kernels from Python threads (threads.py)
+# while a background helper compiles the variants into the disk cache (numba's parfor lowering of these tiles takes
+# 10-20 s a variant; blocking, it made the ResNet bench's first step at two threads 105 s with nothing cached, and
+# `tracejit precompile` compiles them up front). Both give the same bits (the same parts, each computed alike).
+# numba's threads run the variants: mixing a Python pool with numba's OpenMP threads (the batch-norm row kernels'
+# prange) on 2 cores made the ResNet step at two threads ~20% slower (AMD EPYC znver4) than the variants alone.
 PAR_MIN = 1 << 22     # multiply-adds from which a convolution's batch is split over the threads
 FILL_SHARE = 16       # `planes` copies with threads from PAR_MIN * FILL_SHARE elements (64M) up: two threads copied
 #                       slower than one at every size measured (262k elements 0.065 vs 0.134 ms, 4M 1.43 vs 1.68; AMD
 #                       EPYC znver3, 2 cores, quiet): the copy is bound by memory, not by a core
+_PAR = {}
 
 
 def _threads(macs):
     return 1 if macs < PAR_MIN else threads.count()
+
+
+def parallel_variant(name):
+    """The prange variant of kernel `name` (made once: a copy of the function under another name, since numba's
+    disk cache keys a function by its qualified name and signature, not its options)."""
+    if name not in _PAR:
+        f = _SERIAL[name].py_func
+        par = types_.FunctionType(f.__code__, f.__globals__, name + "_par", f.__defaults__, f.__closure__)
+        par.__qualname__ = f.__qualname__ + "_par"
+        _PAR[name] = numba.njit(cache=_CACHE, nogil=True, parallel=True)(par)
+    return _PAR[name]
+
+
+def _ready_variant(name, args):
+    """The prange variant of `name` for these arguments if numba has it in memory or in its disk cache (else its
+    compilation is left to a background helper, once, and None)."""
+    if not _CACHE:          # (a TRACEJIT_CONV_LANES override: no disk cache, no background compilation)
+        return None
+    from tracejit.backends.numba_cpu import workers
+    d = parallel_variant(name)
+    if d.signatures or not workers._needs_compiling(d):
+        return d
+    workers.compile_later([(d, args)])
+    return d if workers.ready(d) and not workers._needs_compiling(d) else None
+
+
+def _batch_call(name, args, n, batch_args):
+    """Kernel `name` over the batch on n threads: its prange variant where ready, else the serial kernel on n
+    slices of the batch from Python threads. batch_args: the positions of the arguments sliced along the batch."""
+    par = _ready_variant(name, args) if n > 1 else None
+    if par is not None:
+        return [lambda: par(*args)]
+    kern = _SERIAL[name]
+
+    def part(lo, hi):
+        return lambda: kern(*[a[lo:hi] if i in batch_args else a for i, a in enumerate(args)])
+    return [part(lo, hi) for lo, hi in threads.split(args[batch_args[0]].shape[0], n)]
 
 
 def planes(x, stride, padding):
@@ -582,7 +633,7 @@ def planes(x, stride, padding):
     p, p + S, p + 2S... A convolution of width stride S then reads each kernel column from one plane at unit stride
     (`_tap`), as a stride-1 one reads the padded input itself (S = 1: the same array). By `_fill`: a 64x16x16x16
     input in 0.063 ms (S = 1) and 0.090 (S = 2); numpy's padding copies took 0.13 and 0.20 (one thread, AMD EPYC
-    znver3); with threads only for very large inputs (FILL_SHARE)."""
+    znver3); on Python threads only for very large inputs (FILL_SHARE)."""
     N, C, H, W = x.shape
     (ph, pw), S = padding, stride[1]
     xp = np.empty((N, C, S, H + 2 * ph, -(-(W + 2 * pw) // S)), np.float32)
@@ -598,22 +649,25 @@ def forward_from_planes(xp, w, bias, stride, dilation, out_size):
     O, _, kh, kw = w.shape
     out = np.empty((N, O) + tuple(out_size), np.float32)
     b = _NOBIAS if bias is None else np.ascontiguousarray(bias, np.float32)
-    w = np.ascontiguousarray(w, np.float32).reshape(O, -1)
-    parts = threads.split(N, _threads(out.size * C * kh * kw))
-    threads.run([lambda lo=lo, hi=hi: _forward(xp[lo:hi], w, b, kh, kw, stride[0], dilation[0], dilation[1],
-                                               out[lo:hi]) for lo, hi in parts])
+    args = (xp, np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw, stride[0], dilation[0], dilation[1],
+            out)
+    threads.run(_batch_call("_forward", args, _threads(out.size * C * kh * kw), (0, 8)))
     return out
 
 
-def _weight_grad_calls(xp, g, weight_shape, stride, dilation, parts):
-    """(the calls that compute a weight gradient over `parts` slices of the batch, a function returning it: the
-    slices' sum, added in order)."""
+def _weight_grad_calls(xp, g, weight_shape, stride, dilation, n):
+    """(the calls that compute a weight gradient on n threads, in n parts of the batch; a function returning it: the
+    parts' sum, added in order)."""
     O, C, kh, kw = weight_shape
-    ranges = threads.split(g.shape[0], parts)
-    outs = np.empty((len(ranges), O, C * kh * kw), np.float32)
-    calls = [lambda i=i, lo=lo, hi=hi: _weight_grad(xp[lo:hi], g[lo:hi], kh, kw, stride[0], dilation[0], dilation[1],
-                                                    outs[i]) for i, (lo, hi) in enumerate(ranges)]
-    return calls, lambda: (outs[0] if len(ranges) == 1 else outs.sum(0)).reshape(weight_shape)
+    outs = np.empty((max(1, min(n, g.shape[0])), O, C * kh * kw), np.float32)
+    args = (xp, g, kh, kw, stride[0], dilation[0], dilation[1], outs)
+    par = _ready_variant("_weight_grad", args) if len(outs) > 1 else None
+    if par is not None:
+        calls = [lambda: par(*args)]
+    else:
+        calls = [lambda i=i, lo=lo, hi=hi: _weight_grad(xp[lo:hi], g[lo:hi], *args[2:7], outs[i:i + 1])
+                 for i, (lo, hi) in enumerate(threads.split(g.shape[0], len(outs)))]
+    return calls, lambda: (outs[0] if len(outs) == 1 else outs.sum(0)).reshape(weight_shape)
 
 
 def weight_grad_from_planes(xp, g, weight_shape, stride, dilation):
@@ -630,21 +684,19 @@ def forward(x, w, bias, stride, padding, dilation):
     return forward_from_planes(planes(x, stride, padding), w, bias, stride, dilation, out_size)
 
 
-def _input_grad_calls(g, w, stride, padding, dilation, parts, out):
-    """The calls that compute the input gradient of a convolution into out, over `parts` slices of the batch: for a
-    stride-1 convolution the forward of g's padded planes with the flipped, transposed weights (C, O*kh*kw); for a
-    strided one `_input_grad_cols` of g itself with the weights (O, K)."""
+def _input_grad_calls(g, w, stride, padding, dilation, n, out):
+    """The calls that compute the input gradient of a convolution into out on n threads: for a stride-1 convolution
+    the forward of g's padded planes with the flipped, transposed weights (C, O*kh*kw); for a strided one
+    `_input_grad_cols` of g itself with the weights (O, K)."""
     O, C, kh, kw = w.shape
     w = np.asarray(w, np.float32)
     if stride != (1, 1):
-        wt = np.ascontiguousarray(w).reshape(O, -1)
-        return [lambda lo=lo, hi=hi: _input_grad_cols(g[lo:hi], wt, kh, kw, stride[0], stride[1], padding[0],
-                                                      padding[1], dilation[0], dilation[1], out[lo:hi])
-                for lo, hi in threads.split(g.shape[0], parts)]
+        args = (g, np.ascontiguousarray(w).reshape(O, -1), kh, kw, stride[0], stride[1], padding[0], padding[1],
+                dilation[0], dilation[1], out)
+        return _batch_call("_input_grad_cols", args, n, (0, 10))
     wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
     gxp = planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]))
-    return [lambda lo=lo, hi=hi: _forward(gxp[lo:hi], wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out[lo:hi])
-            for lo, hi in threads.split(g.shape[0], parts)]
+    return _batch_call("_forward", (gxp, wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out), n, (0, 8))
 
 
 def input_grad(g, w, input_shape, stride, padding, dilation):
@@ -661,18 +713,11 @@ _NOBIAS = np.zeros(0, np.float32)
 
 def grads_from_planes(xp, g, w, input_shape, stride, padding, dilation):
     """(input gradient, weight gradient) of a convolution both of whose gradients run here, from its input's
-    planes xp: with threads, the two at once, each over half of them, which scales better than each over all the
-    threads in turn (their kernels gain 1.5-1.7x from a second thread, AMD EPYC znver3)."""
+    planes xp, each on every thread in turn."""
     O, C, kh, kw = w.shape
     g = np.ascontiguousarray(g, np.float32)
-    n = _threads(g.size * C * kh * kw)
-    if n < 2:
-        return input_grad(g, w, input_shape, stride, padding, dilation), \
-            weight_grad_from_planes(xp, g, w.shape, stride, dilation)
-    gx = np.empty(input_shape, np.float32)
-    calls, total = _weight_grad_calls(xp, g, w.shape, stride, dilation, n - n // 2)
-    threads.run(calls + _input_grad_calls(g, w, stride, padding, dilation, n // 2, gx))
-    return gx, total()
+    return input_grad(g, w, input_shape, stride, padding, dilation), \
+        weight_grad_from_planes(xp, g, w.shape, stride, dilation)
 
 
 def weight_grad(x, g, weight_shape, stride, padding, dilation):

@@ -59,9 +59,10 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
 
 @pytest.fixture(params=[1, 2, 3])
 def threads(request, monkeypatch):
-    """The batch split over one, two or three threads for these small products too (three: the weight gradient of
-    `grads_from_planes` in two slices added, beside the input gradient)."""
+    """The batch split over one, two or three Python threads for these small products too (the prange variants,
+    compiled in the background at first use, left out here: see test_prange_variants_give_the_threads_bits)."""
     monkeypatch.setattr(convtile, "_threads", lambda macs: request.param)
+    monkeypatch.setattr(convtile, "_ready_variant", lambda name, args: None)
     return request.param
 
 
@@ -84,7 +85,7 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
     if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
         np.testing.assert_allclose(convtile.input_grad(g, w, x.shape, stride, padding, dilation), gx, rtol=1e-4,
                                    atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
-        if taken:       # both gradients from the planes: on two threads, the two kernels at once
+        if taken:       # both gradients from the planes
             both = convtile.grads_from_planes(convtile.planes(x, stride, padding), g, w, x.shape, stride, padding,
                                               dilation)
             np.testing.assert_allclose(both[0], gx, rtol=1e-4, atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
@@ -167,7 +168,7 @@ def test_traced_resnet_layer_convolves_in_place():
 @pytest.mark.parametrize("stride", [1, 2])
 def test_traced_conv_gradients_run_as_one_node(stride, threads):
     """A direct convolution whose input needs a gradient: its input and weight gradients become one
-    conv2d_grads_from_planes node (on two threads, the two kernels at once); the numbers equal eager's."""
+    conv2d_grads_from_planes node; the numbers equal eager's."""
     rng = np.random.default_rng(stride)
     x0 = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
@@ -275,3 +276,25 @@ def test_avx512_tiles_are_16_float_vectors_kept_in_registers(tmp_path):
     # (48 with this numba's LLVM: 3 unrolled steps of 16 rows; another LLVM may unroll its loop further)
     assert out["zmm_fma"] >= 48 and out["zmm_fma"] % 16 == 0, out
     assert out["ymm_fma"] == 0 and out["vector_spills"] == 0, out
+
+
+@pytest.mark.parametrize("C,O,H,stride", [(16, 16, 8, (1, 1)), (3, 16, 8, (1, 1)), (8, 16, 8, (2, 2))])
+def test_prange_variants_give_the_threads_bits(C, O, H, stride, monkeypatch):
+    """A large convolution's prange variants (numba's threads) and its serial kernels on slices of the batch (Python
+    threads, while the variants compile in the background) give the same bits, so the switch between them changes
+    no result: 5 images in 3 parts (the weight gradient's parts added in order), in place and through panels."""
+    rng = np.random.default_rng(C + O)
+    x = rng.standard_normal((5, C, H, H)).astype(np.float32)
+    w = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((5, O, H // stride[0], H // stride[1])).astype(np.float32)
+    monkeypatch.setattr(convtile, "_threads", lambda macs: 3)
+    got = {}
+    for path, ready in (("threads", lambda name, args: None),
+                        ("prange", lambda name, args: convtile.parallel_variant(name))):
+        monkeypatch.setattr(convtile, "_ready_variant", ready)
+        got[path] = [convtile.forward(x, w, None, stride, (1, 1), (1, 1)),
+                     convtile.weight_grad(x, g, w.shape, stride, (1, 1), (1, 1)),
+                     convtile.input_grad(g, w, x.shape, stride, (1, 1), (1, 1))]
+    for a, b in zip(got["threads"], got["prange"]):
+        np.testing.assert_array_equal(a, b)
+    assert set(convtile._PAR) >= {"_forward", "_weight_grad"}

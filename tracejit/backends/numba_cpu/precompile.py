@@ -37,6 +37,19 @@ def _conv_direct_input_grad():
     convtile.input_grad(_rand(2, 16, 8, 8), _rand(16, 16, 3, 3), (2, 16, 16, 16), (2, 2), (1, 1), (1, 1))
 
 
+def _conv_prange(task):
+    """A direct convolution kernel's prange variant (used where numba runs several threads; else compiled in the
+    background at first use): the task run with the variants taken, on two threads."""
+    from tracejit.kernels.cpu import convtile
+    saved = convtile._threads, convtile._ready_variant
+    convtile._threads = lambda macs: 2
+    convtile._ready_variant = lambda name, args: convtile.parallel_variant(name)
+    try:
+        task()
+    finally:        # (a worker process runs other tasks after this one)
+        convtile._threads, convtile._ready_variant = saved
+
+
 def _conv_columns():
     """conv.py's im2col / col2im paths (1x1 and grouped convolutions, float64, shapes the tiles do not take)."""
     import tracejit
@@ -119,16 +132,22 @@ def _scalar_math(dtype):
             disp.compile((t,) * len(inspect.signature(disp.py_func).parameters))
 
 
+def numba_threads():
+    from numba import config
+    return config.NUMBA_NUM_THREADS
+
+
 def _rand(*shape):
     return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
-# (name, task), the longest first (seconds of one core on an AMD EPYC, znver4, measured with nothing cached)
+# (name, task), the longest first (seconds of one core on an AMD EPYC, znver4, measured with nothing cached; the
+# prange variants 10-20 s each)
 TASKS = [
     ("direct convolution: weight gradient", _conv_direct_weight_grad),        # ~6 s
     ("direct convolution: forward", _conv_direct_forward),                     # ~5
-    ("convolution by columns, float32 and float64", _conv_columns),
     ("direct convolution: strided input gradient", _conv_direct_input_grad),   # ~2.5
+    ("convolution by columns, float32 and float64", _conv_columns),
     ("a ResNet-style step, traced", lambda: _convnet(True)),
     ("a transformer step, traced", lambda: _transformer(True)),
     ("a ResNet-style step, eager", lambda: _convnet(False)),
@@ -137,6 +156,10 @@ TASKS = [
     ("scalar math, float32", lambda: _scalar_math("_f32")),
     ("scalar math, float64", lambda: _scalar_math("_f64")),
 ]
+
+
+if numba_threads() > 1:
+    TASKS[:0] = [(name + ", prange variant", lambda task=task: _conv_prange(task)) for name, task in TASKS[:3]]
 
 
 def default_workers():
