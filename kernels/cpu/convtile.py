@@ -609,9 +609,10 @@ def _ready_variant(name, args):
         return None
     from tracejit.backends.numba_cpu import workers
     d = parallel_variant(name)
-    if d.signatures or not workers._needs_compiling(d):
+    if d.signatures:
         return d
-    workers.compile_later([(d, args)])
+    workers.compile_later([(d, args)])      # (nothing when it is in the cache or was asked for already)
+    # ready: not left to a helper, or the helper wrote its index and data (or ended); then in the cache, or not used
     return d if workers.ready(d) and not workers._needs_compiling(d) else None
 
 
