@@ -3,6 +3,8 @@
 For each workload (an elementwise chain, forward + backward; an MLP training step; the example CNN's training
 step, whose 13 kernels are mostly BatchNorm row kernels):
 
+- fresh install (the CNN step): as cold, and numba's cache of the library's own kernels (kernels/cpu) empty too,
+  as after an install or on another CPU (`tracejit precompile` fills it once; cold assumes it filled);
 - cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
   generates the kernels and has numba compile them (in parallel: forked helpers on the spare cores compile
   some into the cache, see tracejit/backends/numba_cpu/workers.py; TRACEJIT_COMPILE_WORKERS=0 for one process);
@@ -213,6 +215,15 @@ def run(quick=False):
         rows = [_row(work, "tracejit cold (empty cache, new process)", cold),
                 _row(work, "tracejit disk cache (new process)", disk),
                 _row(work, "tracejit warm retrace (same process)", cold + disk, key="warm")]
+        if work == "cnn_step" and not quick:    # numba's cache of the library's own kernels empty too
+            d, nd = tempfile.mkdtemp(prefix="tj-fresh-"), tempfile.mkdtemp(prefix="tj-fresh-numba-")
+            try:
+                fresh = [child("tracejit", work, d, {"NUMBA_CACHE_DIR": nd}, reps=1)]
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+                shutil.rmtree(nd, ignore_errors=True)
+            values["tracejit fresh install"] = fresh[0]["value"]
+            rows.append(_row(work, "tracejit fresh install (no cache at all, new process)", fresh))
         if work == "chain" and H.wanted("torch"):
             refs = H.references()
             if quick:
