@@ -266,26 +266,3 @@ def test_decompositions_compute_what_the_ops_compute():
         assert got.dtype is want.dtype and tuple(got.shape) == tuple(want.shape), (name, attrs)
         _close(got, want.numpy())
 
-
-@pytest.mark.parametrize("threads", [2, 3])
-@pytest.mark.parametrize("shape_a,shape_b", [((5, 16, 8), (5, 8, 12)), ((2, 3, 16, 8), (2, 3, 8, 4)),
-                                             ((4, 8, 8), (4, 8, 8))])
-def test_batched_matmul_over_threads_equals_one_call(threads, shape_a, shape_b, monkeypatch):
-    """Small products of a batch split over threads (slices of the batch at once) give numpy's bits, eagerly and
-    in the gradient; the transposed operands of the backward are not contiguous (reshaped, copied)."""
-    from tracejit.kernels.cpu import threads as T
-    from tracejit.ops import linalg
-    monkeypatch.setattr(T, "count", lambda: threads)
-    monkeypatch.setattr(linalg, "_BATCH_THREADS_MIN", 0)
-    rng = np.random.default_rng(0)
-    for dt in (np.float32, np.float64):
-        a, b = rng.standard_normal(shape_a).astype(dt), rng.standard_normal(shape_b).astype(dt)
-        np.testing.assert_array_equal(linalg._batch_over_threads(a, b), np.matmul(a, b))
-        ta, tb = tj.tensor(a, requires_grad=True), tj.tensor(b, requires_grad=True)
-        out = tj.matmul(ta, tb)
-        np.testing.assert_array_equal(out.detach().numpy(), np.matmul(a, b))
-        g = rng.standard_normal(out.shape).astype(dt)
-        out.backward(tj.tensor(g))
-        np.testing.assert_array_equal(ta.grad.numpy(), np.matmul(g, np.swapaxes(b, -1, -2)))
-        np.testing.assert_array_equal(tb.grad.numpy(), np.matmul(np.swapaxes(a, -1, -2), g))
-    assert linalg._batch_over_threads(np.ones((1, 4, 4), np.float32), np.ones((1, 4, 4), np.float32)) is None

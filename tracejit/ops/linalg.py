@@ -25,39 +25,11 @@ def _matmul_np(a, b):
         # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
         # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
-    if a.ndim > 2 and a.shape[:-2] == b.shape[:-2] and a.dtype.kind == "f":
-        out = _batch_over_threads(a, b)
-        if out is not None:
-            return out
     try:
         return np.matmul(a, b)
     except ValueError:      # batch dims that do not broadcast: the shape rule's message names them
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
         raise
-
-
-# A batch of small products (attention's q @ k^T and att @ v: 64 products of 64x32 @ 32x64 in the GPT bench) is one
-# OpenBLAS call per product, each on one thread (OpenBLAS threads a product from m*n*k = 64**3 up); with threads
-# they run on slices of the batch at once, from this many multiply-adds per call on
-_BATCH_THREADS_MIN = 1 << 20
-
-
-def _batch_over_threads(a, b):
-    """a @ b with a's and b's batch dims equal, over slices of the batch on several threads; None where that does
-    not pay (one thread, products OpenBLAS threads itself, too little work)."""
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = a.shape[:-2]
-    n = int(np.prod(batch))
-    if n < 2 or M * K * N >= 64 ** 3 or n * M * K * N < _BATCH_THREADS_MIN:
-        return None
-    from tracejit.kernels.cpu import threads
-    parts = threads.split(n, threads.count())
-    if len(parts) < 2:
-        return None
-    a3, b3 = a.reshape(n, M, K), b.reshape(n, K, N)
-    out = np.empty((n, M, N), np.result_type(a, b))
-    threads.run([lambda lo=lo, hi=hi: np.matmul(a3[lo:hi], b3[lo:hi], out=out[lo:hi]) for lo, hi in parts])
-    return out.reshape(batch + (M, N))
 
 
 def _mT(x):
