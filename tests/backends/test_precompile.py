@@ -10,7 +10,8 @@ from tracejit.backends.numba_cpu import precompile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # programs other than precompile's own tasks: the examples' ResNet and nanoGPT models, the CNN bench's model with
-# Adam, an LSTM; every library dispatcher numba compiles meanwhile is reported (module, function, signature)
+# Adam, an LSTM (numba's threads: the machine's cores, so a convolution's prange variants are reached where there are
+# two or more); every library dispatcher numba compiles meanwhile, or leaves to a background helper, is reported
 PROGRAMS = r'''
 import json, sys
 sys.path[:0] = [sys.argv[1] + "/examples", sys.argv[1] + "/benches"]
@@ -28,6 +29,16 @@ class Listener(event.Listener):
 
 event.register("numba:compile", Listener())
 import tracejit
+from tracejit.backends.numba_cpu import workers
+compile_later = workers.compile_later
+
+def spy(jobs):       # a library kernel's prange variant left to a background helper: not precompiled either
+    for d, _ in jobs:
+        if d.py_func.__module__.startswith("tracejit.") and workers._needs_compiling(d):
+            compiled.append([d.py_func.__module__, d.py_func.__qualname__, "left to a background helper"])
+    return compile_later(jobs)
+
+workers.compile_later = spy
 from bench_cnn_step import make_model
 from gpt_model import GPTConfig, define
 from train_resnet import make_resnet
