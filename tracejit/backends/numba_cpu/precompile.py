@@ -193,8 +193,9 @@ def run(workers=None, out=sys.stdout):
         if pool is not None:
             pool.close()
             pool.join()
+    procs = 1 if pool is None else min(workers, len(TASKS))
     print(f"precompiled {len(TASKS) - failed} of {len(TASKS)} tasks in {time.perf_counter() - started:.1f} s "
-          f"({workers} process{'es' if workers > 1 else ''})", file=out)
+          f"({procs} process{'es' if procs > 1 else ''})", file=out)
     return failed
 
 
