@@ -576,7 +576,7 @@ _panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
 # Threads. A large convolution runs on slices of its batch at once: its kernels' prange variants (over images, or
 # over the weight gradient's parts) where numba has them, else the serial kernels from Python threads (threads.py)
 # while a background helper compiles the variants into the disk cache (numba's parfor lowering of these tiles takes
-# 10-20 s a variant; blocking, it made the ResNet bench's first step at two threads 105 s with nothing cached, and
+# 7-21 s a variant; blocking, it made the ResNet bench's first step at two threads 105 s with nothing cached, and
 # `tracejit precompile` compiles them up front). Both give the same bits (the same parts, each computed alike).
 # numba's threads run the variants: mixing a Python pool with numba's OpenMP threads (the batch-norm row kernels'
 # prange) on 2 cores made the ResNet step at two threads ~20% slower (AMD EPYC znver4) than the variants alone.
@@ -588,7 +588,7 @@ _PAR = {}
 
 
 def _threads(macs):
-    return 1 if macs < PAR_MIN else threads.count()
+    return 1 if macs < PAR_MIN else numba.get_num_threads()
 
 
 def parallel_variant(name):
@@ -710,15 +710,6 @@ def input_grad(g, w, input_shape, stride, padding, dilation):
 
 
 _NOBIAS = np.zeros(0, np.float32)
-
-
-def grads_from_planes(xp, g, w, input_shape, stride, padding, dilation):
-    """(input gradient, weight gradient) of a convolution both of whose gradients run here, from its input's
-    planes xp, each on every thread in turn."""
-    O, C, kh, kw = w.shape
-    g = np.ascontiguousarray(g, np.float32)
-    return input_grad(g, w, input_shape, stride, padding, dilation), \
-        weight_grad_from_planes(xp, g, w.shape, stride, dilation)
 
 
 def weight_grad(x, g, weight_shape, stride, padding, dilation):

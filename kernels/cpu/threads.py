@@ -3,10 +3,9 @@ batch at once, on the calling thread and a pool's. Handing a call to the pool co
 znver4: `run` of two empty calls), and the pool competes with numba's OpenMP workers for the cores: convtile.py uses
 it while its prange variants compile, and for very large padding copies.
 
-Where a kernel has no prange variant, a thread count compiles nothing more: a slice of a C-contiguous batch along
-its first axis has the whole batch's numba type. The count is numba's for the calling thread (what
-tracejit.set_num_threads sets); the pool holds one thread per numba thread, made on first use, none in a forked
-child (its threads do not survive the fork)."""
+A thread count compiles nothing more: a slice of a C-contiguous batch along its first axis has the whole batch's
+numba type. The pool holds one thread per numba thread, made on first use, none in a forked child (its threads do
+not survive the fork)."""
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,11 +15,6 @@ import numba
 _POOL = [None]
 _LOCK = threading.Lock()
 os.register_at_fork(after_in_child=lambda: _POOL.__setitem__(0, None))
-
-
-def count():
-    """The threads the calling thread may use (numba.get_num_threads)."""
-    return numba.get_num_threads()
 
 
 def split(n, parts):

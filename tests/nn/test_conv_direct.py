@@ -85,11 +85,6 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
     if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
         np.testing.assert_allclose(convtile.input_grad(g, w, x.shape, stride, padding, dilation), gx, rtol=1e-4,
                                    atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
-        if taken:       # both gradients from the planes
-            both = convtile.grads_from_planes(convtile.planes(x, stride, padding), g, w, x.shape, stride, padding,
-                                              dilation)
-            np.testing.assert_allclose(both[0], gx, rtol=1e-4, atol=1e-4 * np.sqrt(O * kernel[0] * kernel[1]))
-            np.testing.assert_allclose(both[1], gw, rtol=1e-4, atol=1e-4 * np.sqrt(N * OH * OW))
     # the public entry points, whichever path they take, agree with the same reference
     np.testing.assert_allclose(conv.conv2d_forward(x, w, stride, padding, dilation, 1, b), y, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(conv.conv2d_input_grad(g, w, x.shape, stride, padding, dilation, 1), gx,
@@ -166,9 +161,9 @@ def test_traced_resnet_layer_convolves_in_place():
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_traced_conv_gradients_run_as_one_node(stride, threads):
-    """A direct convolution whose input needs a gradient: its input and weight gradients become one
-    conv2d_grads_from_planes node; the numbers equal eager's."""
+def test_traced_conv_gradients_equal_eager(stride, threads):
+    """A direct convolution whose input needs a gradient, traced: the forward and the weight gradient read one
+    padded copy of the input (conv_planes); the numbers equal eager's."""
     rng = np.random.default_rng(stride)
     x0 = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
@@ -186,8 +181,8 @@ def test_traced_conv_gradients_run_as_one_node(stride, threads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
     graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
     names = [n.op.name for n in graph.nodes]
-    assert names.count("conv2d_grads_from_planes") == 1, names
-    assert "conv2d_backward_input" not in names and "conv2d_weight_grad_from_planes" not in names, names
+    assert names.count("conv_planes") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
+    assert names.count("conv2d_backward_input") == 1, names
 
 
 def test_an_empty_batch_convolves_to_empty_and_zero_gradients():

@@ -1160,16 +1160,22 @@ def _triple(v, name):
     return (int(v),) * 3
 
 
+def _volumes(input, weight, name, channels):
+    """(the input with a batch dim, whether one was added) of a 3-D convolution, its 5-D weight checked
+    (`channels`: the names of its first two dims)."""
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"Expected 4D (unbatched) or 5D (batched) input to {name}, but got input of size: "
+                           f"{list(input.shape)}")
+    if weight.ndim != 5:
+        raise RuntimeError(f"{name}: expected a 5-D weight ({channels}, kD, kH, kW), got weight of size "
+                           f"{list(weight.shape)}")
+    return _batched(input, 4, name)
+
+
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """(N, C, D, H, W) * (O, C/groups, kd, kh, kw): the kd depth taps of each output depth are gathered into the
     channels ((group, tap, channel) order) and convolved by one conv2d with the weight's taps laid out alike."""
-    if input.ndim not in (4, 5):
-        raise RuntimeError(f"Expected 4D (unbatched) or 5D (batched) input to conv3d, but got input of size: "
-                           f"{list(input.shape)}")
-    x, unbatched = _batched(input, 4, "conv3d")
-    if weight.ndim != 5:
-        raise RuntimeError(f"conv3d: expected a 5-D weight (out_channels, in_channels / groups, kD, kH, kW), got "
-                           f"weight of size {list(weight.shape)}")
+    x, unbatched = _volumes(input, weight, "conv3d", "out_channels, in_channels / groups")
     stride, dilation = _triple(stride, "stride"), _triple(dilation, "dilation")
     O, Cg, kd, kh, kw = weight.shape
     if x.shape[1] != Cg * groups:
@@ -1205,13 +1211,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """(N, C, D, H, W) by (C, O/groups, kd, kh, kw): one conv_transpose2d of every depth slice with the kd depth
     taps stacked into the output channels ((group, tap, channel) order); each tap's slices are then spread to
     every sd-th depth (zeros between) and shifted by tap * dd - padding into the output depth, and the taps summed."""
-    if input.ndim not in (4, 5):
-        raise RuntimeError(f"Expected 4D (unbatched) or 5D (batched) input to conv_transpose3d, but got input of "
-                           f"size: {list(input.shape)}")
-    x, unbatched = _batched(input, 4, "conv_transpose3d")
-    if weight.ndim != 5:
-        raise RuntimeError(f"conv_transpose3d: expected a 5-D weight (in_channels, out_channels / groups, kD, kH, "
-                           f"kW), got weight of size {list(weight.shape)}")
+    x, unbatched = _volumes(input, weight, "conv_transpose3d", "in_channels, out_channels / groups")
     (sd, sh, sw), (pd, ph, pw) = _triple(stride, "stride"), _triple(padding, "padding")
     (od_, oph, opw), (dd, dh, dw) = _triple(output_padding, "output_padding"), _triple(dilation, "dilation")
     if min(sd, dd) <= 0 or pd < 0:

@@ -9,7 +9,7 @@ from ...passes.loops import hoist_loops
 from .. import Backend, compile_bodies
 from ..diskcache import KernelCompileError, cache_info, clear_cache  # noqa: F401
 from .executor import CompiledGraph, warm_kernels
-from .convcols import paired_grads, shared_columns
+from .convcols import shared_columns
 from .gemm import gemm_updates, product_sums
 
 __all__ = ["NumbaBackend", "KernelCompileError", "cache_info", "clear_cache"]
@@ -38,7 +38,7 @@ class NumbaBackend(Backend):
 
         def program(g, donate=None):            # (a loop's body is a program of its own, compiled here too)
             g = compile_bodies(hoist_loops(g), program)
-            cgs.append(CompiledGraph(fusion(paired_grads(shared_columns(product_sums(gemm_updates(decompose(g))))),
+            cgs.append(CompiledGraph(fusion(shared_columns(product_sums(gemm_updates(decompose(g)))),
                                             can_fuse_windows, rows=True),
                                      fastmath=getattr(config, "fastmath", False), donate=donate, warm=False))
             return cgs[-1]

@@ -13,8 +13,7 @@ copied twice as before.
 import numpy as np
 
 from tracejit.kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
-from tracejit.kernels.cpu.convtile import (direct, direct_input_grad, forward_from_planes, grads_from_planes, planes,
-                                           weight_grad_from_planes)
+from tracejit.kernels.cpu.convtile import direct, forward_from_planes, planes, weight_grad_from_planes
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter
@@ -58,11 +57,6 @@ CONV_FROM_PLANES = Op("conv2d_from_planes", lambda xp, w, b=None, stride=None, d
 WEIGHT_GRAD_FROM_PLANES = Op("conv2d_weight_grad_from_planes", weight_grad_from_planes,
                              lambda xp, g, weight_shape, stride, dilation: AVal(weight_shape, xp.dtype), None,
                              kind="other", saves="")
-
-GRADS_FROM_PLANES = Op("conv2d_grads_from_planes", grads_from_planes,
-                       lambda xp, g, w, input_shape, stride, padding, dilation:
-                       (AVal(input_shape, g.dtype), AVal(w.shape, g.dtype)), None, kind="other", saves="", nout=2)
-
 
 def shared_columns(g):
     """conv2d / conv2d_backward_weight nodes of one float32/64 input and geometry, two or more -> one
@@ -132,57 +126,4 @@ def shared_columns(g):
         if k not in cols:
             (cols[k],) = shared(n.inputs[0], k)
         r.alias(n.outputs[0], reader(n, cols[k], k)[0])
-    return r.finish()
-
-
-def paired_grads(g):
-    """A direct convolution's conv2d_backward_input(g, w) and conv2d_weight_grad_from_planes(xp, g) -> one
-    conv2d_grads_from_planes(xp, g, w) node where the first of the two stood (the other's inputs are made before
-    it), which runs them at once where numba has threads."""
-    def input_grad_key(n):
-        if n.op.name != "conv2d_backward_input":
-            return None
-        a, (gv, w) = n.attrs, n.inputs[:2]
-        if not (isinstance(gv, Value) and isinstance(w, Value)) or \
-                gv.dtype.np != np.float32 or w.dtype.np != np.float32 or not direct_input_grad(
-                    np.float32, a["groups"], tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]),
-                    tuple(w.shape[2:]), tuple(a["input_shape"][2:])):
-            return None
-        return id(gv), tuple(w.shape), tuple(a["stride"]), tuple(a["dilation"])
-
-    def weight_grad_key(n):
-        a = n.attrs
-        return id(n.inputs[1]), tuple(a["weight_shape"]), tuple(a["stride"]), tuple(a["dilation"])
-
-    made = {}
-    for k, n in enumerate(g.nodes):
-        for o in n.outputs:
-            made[id(o)] = k
-    inputs, weights = {}, {}
-    for k, n in enumerate(g.nodes):
-        if n.op is WEIGHT_GRAD_FROM_PLANES:
-            weights.setdefault(weight_grad_key(n), k)
-        else:
-            key = input_grad_key(n)
-            if key is not None:
-                inputs.setdefault(key, k)
-    pairs = {}
-    for key, i in inputs.items():
-        j = weights.get(key)
-        if j is not None and all(made.get(id(v), -1) < min(i, j) for v in g.nodes[max(i, j)].inputs):
-            pairs[min(i, j)], pairs[max(i, j)] = (i, j), None
-    if not pairs:
-        return g
-    r = Rewriter(g)
-    for k, n in enumerate(g.nodes):
-        if k not in pairs:
-            r.copy(n)
-        elif pairs[k] is not None:
-            a, b = g.nodes[pairs[k][0]], g.nodes[pairs[k][1]]
-            gx, gw = r.emit(GRADS_FROM_PLANES, [b.inputs[0], a.inputs[0], a.inputs[1]],
-                            dict(input_shape=tuple(a.attrs["input_shape"]), stride=tuple(a.attrs["stride"]),
-                                 padding=tuple(a.attrs["padding"]), dilation=tuple(a.attrs["dilation"])),
-                            [a.outputs[0], b.outputs[0]])
-            r.alias(a.outputs[0], gx)
-            r.alias(b.outputs[0], gw)
     return r.finish()

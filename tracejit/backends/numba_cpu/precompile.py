@@ -142,7 +142,7 @@ def _rand(*shape):
 
 
 # (name, task), the longest first (seconds of one core on an AMD EPYC, znver4, measured with nothing cached; the
-# prange variants 10-20 s each)
+# prange variants 7-21 s each)
 TASKS = [
     ("direct convolution: weight gradient", _conv_direct_weight_grad),        # ~6 s
     ("direct convolution: forward", _conv_direct_forward),                     # ~5
