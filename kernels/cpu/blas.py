@@ -12,6 +12,7 @@ import os
 
 import numba
 import numpy as np
+from numba import prange
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _FUNCS = None      # {numpy dtype: the cblas ?gemm's address}, once looked up
@@ -188,4 +189,67 @@ def _gemm_call_typing():
 
 
 gemm_call = _gemm_call_typing()
+
+
+# numpy's matmul of a stack of products (attention's q @ k^T: 64 products of 64x32 @ 32x64 in the GPT bench) is one
+# BLAS call per product, each on one thread (OpenBLAS threads a product only from m*n*k = 64**3 up). Here the stack's
+# products are shared among numba's threads (its OpenMP pool, which the generated kernels use too), one
+# single-threaded BLAS call each, the same call numpy makes: from STACK_MIN multiply-adds of the whole stack up.
+STACK_MIN = 1 << 20
+
+
+def _stack_gemm(fp, ta, tb, m, n, k, a, sa, lda, b, sb, ldb, c, z, dims, one, zero):
+    """C[i] = A[i] @ B[i] for every index i of the batch dims `dims` (A's and B's byte strides there: sa, sb; C
+    contiguous)."""
+    count = 1
+    for d in dims:
+        count *= d
+    for i in prange(count):
+        oa, ob, inner = 0, 0, count
+        for d in range(len(dims)):
+            inner //= dims[d]
+            j = i // inner % dims[d]
+            oa += j * sa[d]
+            ob += j * sb[d]
+        gemm_call(fp, ta, tb, m, n, k, one, a + oa, lda, b + ob, ldb, zero, c + i * m * n * z, n)
+
+
+_STACK = numba.njit(cache=True, nogil=True, parallel=True)(_stack_gemm)
+
+
+def _blas_operand(x):
+    """x (..., r, c) as BLAS reads each matrix: (x or a C-contiguous copy, transpose flag, leading dimension)."""
+    t, ld = _ld_py(x.shape[-2:], x.strides[-2:], x.itemsize)
+    if t < 0 or any(s % x.itemsize for s in x.strides[:-2]):
+        x = np.ascontiguousarray(x)
+        t, ld = 0, x.shape[-1]
+    return x, t, ld
+
+
+def stack_matmul(a, b):
+    """a @ b for stacks of products with the same batch dims, the products shared among numba's threads; None
+    where numpy's matmul does as well (one thread, a single product, products OpenBLAS threads itself, too little
+    work, no BLAS found, mixed or non-float dtypes) or while the kernel is being compiled in the background."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 3 or a.shape[:-2] != b.shape[:-2] or \
+            a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
+        return None
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    count = a.size // (m * k) if m * k else 0
+    fp = gemm_address(a.dtype) if a.dtype.kind == "f" else 0
+    if not fp or count < 2 or m * n * k >= 64 ** 3 or count * m * n * k < STACK_MIN or numba.get_num_threads() < 2:
+        return None
+    (a, ta, lda), (b, tb, ldb) = _blas_operand(a), _blas_operand(b)
+    c = np.empty(a.shape[:-1] + (n,), a.dtype)
+    one, zero = a.dtype.type(1), a.dtype.type(0)
+    args = (fp, ta, tb, m, n, k, a.ctypes.data, np.array(a.strides[:-2]), lda, b.ctypes.data,
+            np.array(b.strides[:-2]), ldb, c.ctypes.data, c.itemsize, np.array(a.shape[:-2]), one, zero)
+    from tracejit.backends.numba_cpu.workers import when_compiled
+    kern = when_compiled(_STACK, args)
+    if kern is None:
+        return None
+    kern(*args)
+    return c
+
+
+_ld_py = _ld
 _ld, _span, _disjoint = [numba.njit(inline="always")(f) for f in (_ld, _span, _disjoint)]

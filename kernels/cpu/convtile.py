@@ -607,13 +607,8 @@ def _ready_variant(name, args):
     compilation is left to a background helper, once, and None)."""
     if not _CACHE:          # (a TRACEJIT_CONV_LANES override: no disk cache, no background compilation)
         return None
-    from tracejit.backends.numba_cpu import workers
-    d = parallel_variant(name)
-    if d.signatures:
-        return d
-    workers.compile_later([(d, args)])      # (nothing when it is in the cache or was asked for already)
-    # ready: not left to a helper, or the helper wrote its index and data (or ended); then in the cache, or not used
-    return d if workers.ready(d) and not workers._needs_compiling(d) else None
+    from tracejit.backends.numba_cpu.workers import when_compiled
+    return when_compiled(parallel_variant(name), args)
 
 
 def _batch_call(name, args, n, batch_args):

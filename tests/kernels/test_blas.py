@@ -63,3 +63,66 @@ def test_gemm_call_from_numba_on_blocks_of_bigger_arrays(dtype, ta, tb):
     call(gemm_address(dtype), ta, tb, m, n, k, dtype(1.5), A, 1 * 11 + 2, 11, B, 3 * 13 + 1, 13, dtype(-0.5), C,
          2 * 8 + 1, 8)
     np.testing.assert_allclose(C, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def _stack_ready(a, b):
+    """stack_matmul(a, b), waiting for its kernel (compiled in the background at its first call)."""
+    import time
+    from tracejit.kernels.cpu.blas import stack_matmul
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        out = stack_matmul(a, b)
+        if out is not None:
+            return out
+        time.sleep(0.1)
+    raise AssertionError("the stacked-products kernel was never ready")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stacked_products_over_threads_give_numpys_bits(dtype, monkeypatch):
+    """A stack of small products shared among numba's threads: numpy's bits for every layout BLAS reads in place
+    (transposed views, batch dims that do not merge into one, attention's q and k^T sliced out of one qkv array)
+    and for those it copies first (a strided last axis)."""
+    import numba
+    from tracejit.kernels.cpu import blas
+    monkeypatch.setattr(blas, "STACK_MIN", 0)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        if numba.get_num_threads() < 2:
+            pytest.skip("numba has one thread here")
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((3, 4, 6, 5)).astype(dtype)
+        b = rng.standard_normal((3, 4, 5, 7)).astype(dtype)
+        qkv = rng.standard_normal((3, 6, 3 * 4 * 5)).astype(dtype)
+        q = qkv[:, :, :20].reshape(3, 6, 4, 5).transpose(0, 2, 1, 3)
+        k = qkv[:, :, 20:40].reshape(3, 6, 4, 5).transpose(0, 2, 3, 1)
+        cases = [(a, b), (q, k), (np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)),
+                 (np.ascontiguousarray(a.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3), b),
+                 (a[..., ::2], b[..., ::2, :]), (a[0], b[0])]
+        for x, y in cases:
+            got = _stack_ready(x, y)
+            assert got.dtype == dtype and got.flags.c_contiguous
+            np.testing.assert_array_equal(got, np.matmul(x, y))
+    finally:
+        numba.set_num_threads(saved)
+
+
+def test_stacked_products_leave_to_numpy_what_it_does_as_well(monkeypatch):
+    import numba
+    from tracejit.kernels.cpu import blas
+    f = np.ones((4, 8, 8), np.float32)
+    monkeypatch.setattr(blas, "STACK_MIN", 0)
+    assert blas.stack_matmul(f[:1], f[:1]) is None                              # one product
+    assert blas.stack_matmul(f, f.astype(np.float64)) is None                   # mixed dtypes
+    assert blas.stack_matmul(f.astype(np.int64), f.astype(np.int64)) is None    # not float
+    assert blas.stack_matmul(f, np.ones((2, 8, 8), np.float32)) is None         # batch dims differ (broadcast)
+    assert blas.stack_matmul(np.ones((2, 64, 64), np.float32), np.ones((2, 64, 64), np.float32)) is None
+    saved = numba.get_num_threads()                                             # (OpenBLAS threads 64**3 itself)
+    numba.set_num_threads(1)
+    try:
+        assert blas.stack_matmul(f, f) is None                                  # one thread
+    finally:
+        numba.set_num_threads(saved)
+    monkeypatch.setattr(blas, "STACK_MIN", 1 << 20)
+    assert blas.stack_matmul(f, f) is None                                      # too little work

@@ -181,6 +181,16 @@ def compile_later(jobs):
     return [(d, a) for d, a in jobs if id(d) not in _LATER]        # (an earlier program's too: being compiled)
 
 
+def when_compiled(disp, args):
+    """disp, for these arguments, if numba has it in memory or in its disk cache; else None, its compilation left
+    to a background helper (once): the caller runs something else meanwhile."""
+    if disp.signatures:
+        return disp
+    compile_later([(disp, args)])      # (nothing when it is in the cache or was asked for already)
+    # ready: not left to a helper, or the helper wrote its index and data (or ended); then in the cache, or not used
+    return disp if ready(disp) and not _needs_compiling(disp) else None
+
+
 def ready(disp):
     """Whether `disp` may be called: not left to a background helper, or its cache entry is written (the call
     loads it), or the helper ended without writing it (the call compiles it)."""
