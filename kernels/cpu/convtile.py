@@ -567,11 +567,33 @@ def _input_grad_cols(g, w, kh, kw, sh, sw, ph, pw, dh, dw, out):
                         of[o + x] = buf[row + x % sw * Wm + x // sw]
 
 
+def _input_grad_padded(g, wt, nobias, kh, kw, ph, pw, dh, dw, threads, out):
+    """out (N, C, H, W) = the forward convolution of g (N, O, OH, OW) zero-padded by (ph, pw) with wt (C, O*kh*kw),
+    the flipped, transposed weights: a stride-1 convolution's input gradient. A block of images at a time (up to
+    PAD_BLOCK bytes padded, as many on each of the `threads`), padded into a buffer that the convolution then reads
+    from the cache. Padding the whole batch first (a copy the size of g, in new pages at every call) made the input
+    gradient at two threads 0.2-0.5 ms slower than a forward convolution of the same size, and this 15-20% faster
+    than that (64x16x16x16, 64x32x8x8 and 64x64x4x4, AMD EPYC znver4)."""
+    N, O, OH, OW = g.shape
+    Hp, Wp = OH + 2 * ph, OW + 2 * pw
+    blocks = -(-N * O * Hp * Wp * 4 // PAD_BLOCK)
+    blocks = max(1, min(N, -(-blocks // threads) * threads))      # (as many blocks on every thread)
+    for t in prange(blocks):
+        lo, hi = N * t // blocks, N * (t + 1) // blocks
+        buf = np.empty((hi - lo, O, 1, Hp, Wp), np.float32)
+        _fill(g[lo:hi], ph, pw, buf)
+        _forward(buf, wt, nobias, kh, kw, 1, dh, dw, out[lo:hi])
+
+
+PAD_BLOCK = 1 << 18
+
+
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
                                                                         _input_grad_cols)}
 _panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
     "_panel", "_fill", "_forward", "_weight_grad", "_input_grad_cols"))
+_SERIAL["_input_grad_padded"] = numba.njit(cache=_CACHE, nogil=True)(_input_grad_padded)
 
 # Threads. A large convolution runs on slices of its batch at once: its kernels' prange variants (over images, or
 # over the weight gradient's parts) where numba has them, else the serial kernels from Python threads (threads.py)
@@ -682,7 +704,7 @@ def forward(x, w, bias, stride, padding, dilation):
 
 def _input_grad_calls(g, w, stride, padding, dilation, n, out):
     """The calls that compute the input gradient of a convolution into out on n threads: for a stride-1 convolution
-    the forward of g's padded planes with the flipped, transposed weights (C, O*kh*kw); for a strided one
+    the forward of g, padded image by image (`_input_grad_padded`), with the flipped, transposed weights (C, O*kh*kw); for a strided one
     `_input_grad_cols` of g itself with the weights (O, K)."""
     O, C, kh, kw = w.shape
     w = np.asarray(w, np.float32)
@@ -691,8 +713,9 @@ def _input_grad_calls(g, w, stride, padding, dilation, n, out):
                 dilation[0], dilation[1], out)
         return _batch_call("_input_grad_cols", args, n, (0, 10))
     wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
-    gxp = planes(g, (1, 1), (dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1]))
-    return _batch_call("_forward", (gxp, wt, _NOBIAS, kh, kw, 1, dilation[0], dilation[1], out), n, (0, 8))
+    args = (g, wt, _NOBIAS, kh, kw, dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1],
+            dilation[0], dilation[1], n, out)
+    return _batch_call("_input_grad_padded", args, n, (0, 10))
 
 
 def input_grad(g, w, input_shape, stride, padding, dilation):

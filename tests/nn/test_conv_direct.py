@@ -292,4 +292,5 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, monkeypatch):
                      convtile.input_grad(g, w, x.shape, stride, (1, 1), (1, 1))]
     for a, b in zip(got["threads"], got["prange"]):
         np.testing.assert_array_equal(a, b)
-    assert set(convtile._PAR) >= {"_forward", "_weight_grad"}
+    assert set(convtile._PAR) >= {"_forward", "_weight_grad",
+                                  "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}

@@ -35,6 +35,7 @@ def _conv_direct_weight_grad():
 def _conv_direct_input_grad():
     from tracejit.kernels.cpu import convtile
     convtile.input_grad(_rand(2, 16, 8, 8), _rand(16, 16, 3, 3), (2, 16, 16, 16), (2, 2), (1, 1), (1, 1))
+    convtile.input_grad(_rand(2, 16, 16, 16), _rand(16, 16, 3, 3), (2, 16, 16, 16), (1, 1), (1, 1), (1, 1))
 
 
 def _conv_prange(task):
@@ -156,7 +157,7 @@ def _rand(*shape):
 TASKS = [
     ("direct convolution: weight gradient", _conv_direct_weight_grad),        # ~6 s
     ("direct convolution: forward", _conv_direct_forward),                     # ~5
-    ("direct convolution: strided input gradient", _conv_direct_input_grad),   # ~2.5
+    ("direct convolution: input gradient", _conv_direct_input_grad),           # ~2.5 + ~8 (stride 1)
     ("convolution by columns, float32 and float64", _conv_columns),
     ("a ResNet-style step, traced", lambda: _convnet(True)),
     ("a transformer step, traced", lambda: _transformer(True)),
