@@ -251,5 +251,11 @@ def stack_matmul(a, b):
     return c
 
 
+def np_matmul(a, b):
+    """np.matmul(a, b), a stack of small products shared among the threads where `stack_matmul` takes it."""
+    out = stack_matmul(a, b)
+    return np.matmul(a, b) if out is None else out
+
+
 _ld_py = _ld
 _ld, _span, _disjoint = [numba.njit(inline="always")(f) for f in (_ld, _span, _disjoint)]

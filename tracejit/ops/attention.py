@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..kernels.cpu.blas import np_matmul
 from .registry import AVal, apply, defop, OPS
 
 BLOCK_ELEMENTS = 1 << 19       # scores per block (2 MiB of float32): the block's rows of every batch and head
@@ -27,7 +28,7 @@ def _rows_per_block(batch, S):
 
 def _scores(q, k, mask, is_causal, scale, r0, r1):
     """Scaled scores of query rows r0:r1 with the mask applied ([..., r1 - r0, S])."""
-    s = np.matmul(q[..., r0:r1, :], np.swapaxes(k, -1, -2))
+    s = np_matmul(q[..., r0:r1, :], np.swapaxes(k, -1, -2))
     s *= s.dtype.type(scale)
     if is_causal:
         S = k.shape[-2]
@@ -60,7 +61,7 @@ def _sdpa_np(q, k, v, mask=None, *, is_causal, scale):
     for r0 in range(0, L, step):
         r1 = min(L, r0 + step)
         s1 = min(S, r1) if is_causal else S         # causal: rows r0:r1 see no key from r1 on
-        out[..., r0:r1, :] = np.matmul(_probs(_scores(q, k[..., :s1, :], mask, is_causal, scale, r0, r1)),
+        out[..., r0:r1, :] = np_matmul(_probs(_scores(q, k[..., :s1, :], mask, is_causal, scale, r0, r1)),
                                        v[..., :s1, :])
     return out
 
@@ -79,13 +80,13 @@ def _sdpa_backward_np(q, k, v, out, g, mask=None, *, is_causal, scale):
         kb, vb = k[..., :s1, :], v[..., :s1, :]
         p = _probs(_scores(q, kb, mask, is_causal, scale, r0, r1))
         gb = g[..., r0:r1, :]
-        dv[..., :s1, :] += np.matmul(np.swapaxes(p, -1, -2), gb)
-        dp = np.matmul(gb, np.swapaxes(vb, -1, -2))
+        dv[..., :s1, :] += np_matmul(np.swapaxes(p, -1, -2), gb)
+        dp = np_matmul(gb, np.swapaxes(vb, -1, -2))
         dp -= np.sum(gb * out[..., r0:r1, :], axis=-1, keepdims=True)      # rowsum(P * dP) = rowsum(dO * O)
         ds = p * dp
         ds *= sc
-        dq[..., r0:r1, :] = np.matmul(ds, kb)
-        dk[..., :s1, :] += np.matmul(np.swapaxes(ds, -1, -2), q[..., r0:r1, :])
+        dq[..., r0:r1, :] = np_matmul(ds, kb)
+        dk[..., :s1, :] += np_matmul(np.swapaxes(ds, -1, -2), q[..., r0:r1, :])
     return dq, dk, dv       # over the broadcast batch dims: the engine sums them back to each input's shape
 
 

@@ -3,7 +3,7 @@ mm, bmm, inner, outer are composed from them; `addmm`, `mv`, `dot` are ops that 
 import numpy as np
 
 from .. import _dtype as D
-from ..kernels.cpu.blas import stack_matmul
+from ..kernels.cpu.blas import np_matmul
 from .._state import STATE
 from .registry import AVal, apply, broadcast_shapes, defop, OPS
 from .shape_ops import transpose
@@ -26,11 +26,8 @@ def _matmul_np(a, b):
         # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
         # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
-    out = stack_matmul(a, b) if a.ndim > 2 else None      # (a stack of small products over the threads)
-    if out is not None:
-        return out
     try:
-        return np.matmul(a, b)
+        return np_matmul(a, b)     # (a stack of small products shared among the threads)
     except ValueError:      # batch dims that do not broadcast: the shape rule's message names them
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
         raise
