@@ -704,8 +704,8 @@ def forward(x, w, bias, stride, padding, dilation):
 
 def _input_grad_calls(g, w, stride, padding, dilation, n, out):
     """The calls that compute the input gradient of a convolution into out on n threads: for a stride-1 convolution
-    the forward of g, padded image by image (`_input_grad_padded`), with the flipped, transposed weights (C, O*kh*kw); for a strided one
-    `_input_grad_cols` of g itself with the weights (O, K)."""
+    the forward of g, padded by blocks of images (`_input_grad_padded`), with the flipped, transposed weights
+    (C, O*kh*kw); for a strided one `_input_grad_cols` of g itself with the weights (O, K)."""
     O, C, kh, kw = w.shape
     w = np.asarray(w, np.float32)
     if stride != (1, 1):
