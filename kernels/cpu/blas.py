@@ -4,7 +4,8 @@ numpy's matmul always writes a fresh product; an update such as SGD's `W - lr * 
 pass over W and the product. BLAS does it in one call (beta = 1, C = W). The library is the one numpy loaded
 (numpy.libs/libscipy_openblas*, cblas with 64-bit integers); where it is not found (another numpy build),
 `gemm_acc` returns False and the caller computes with numpy. Both `gemm_acc` and convgemm.py's loops of one product
-per image call the cblas function from numba code (`gemm_call`), given its address.
+per image call the cblas function from numba code (`gemm_call`), given its address; so do `stack_matmul` and
+`split_matmul`, which share a matmul's products among numba's threads (`np_matmul`: the matmul op's numpy face).
 """
 import ctypes
 import glob
@@ -48,17 +49,25 @@ def _load():
     return out
 
 
+def _thread_count_functions():
+    """(openblas_set_num_threads, openblas_get_num_threads) of numpy's OpenBLAS (None where not found)."""
+    if not _THREAD_FUNCS:
+        names = [f"{p}{{}}_num_threads{s}" for p in ("scipy_openblas_", "openblas_") for s in ("64_", "")]
+        _THREAD_FUNCS.append([_symbol(_library(), *[nm.format(w) for nm in names]) for w in ("set", "get")])
+    return _THREAD_FUNCS[0]
+
+
+_THREAD_FUNCS = []
+
+
 def blas_threads(n=None):
     """The number of threads numpy's OpenBLAS uses (None where it is not found); with `n`, set it first. The one
-    place that sets it: tracejit.set_num_threads, benches/harness.pin_threads and the tests' fixtures call it."""
-    names = [f"{p}{{}}_num_threads{s}" for p in ("scipy_openblas_", "openblas_") for s in ("64_", "")]
-    lib = _library()
-    if n is not None:
-        f = _symbol(lib, *[nm.format("set") for nm in names])
-        if f is not None:
-            f(ctypes.c_int(n))
-    f = _symbol(lib, *[nm.format("get") for nm in names])
-    return None if f is None else int(f())
+    place that sets it: tracejit.set_num_threads, benches/harness.pin_threads and the tests' fixtures call it
+    (`split_matmul` sets one thread for the length of its call)."""
+    set_, get = _thread_count_functions()
+    if n is not None and set_ is not None:
+        set_(ctypes.c_int(n))
+    return None if get is None else int(get())
 
 
 def short_spin():
@@ -251,9 +260,57 @@ def stack_matmul(a, b):
     return c
 
 
+# A 2-D product from SPLIT_MIN multiply-adds up, where numba has several threads: its rows shared among them, one
+# BLAS call per part with OpenBLAS at one thread for the call. OpenBLAS's own threads split some shapes poorly: in
+# the GPT step at two threads (medians of 60 alternated rounds, each product timed in place) 1024x128 @ 128x128
+# took 0.35 ms so against 0.52, 1024x512 @ 512x128 1.16 against 1.42, the others within the noise (AMD EPYC znver4).
+SPLIT_MIN = 1 << 22
+
+
+def _split_gemm(fp, ta, tb, m, n, k, a, lda, b, ldb, c, z, parts, one, zero):
+    for p in prange(parts):
+        r0, r1 = m * p // parts, m * (p + 1) // parts
+        gemm_call(fp, ta, tb, r1 - r0, n, k, one, a + (r0 * z if ta else r0 * lda * z), lda, b, ldb, zero,
+                  c + r0 * n * z, n)
+
+
+_SPLIT = numba.njit(cache=True, nogil=True, parallel=True)(_split_gemm)
+_SPLIT_SERIAL = numba.njit(cache=True, nogil=True)(_split_gemm)     # (the same calls in turn: the same bits)
+
+
+def split_matmul(a, b):
+    """a @ b for 2-D float arrays, its rows shared among numba's threads; None where numpy's matmul is left to do
+    it (one thread, under SPLIT_MIN multiply-adds, fewer than 16 rows a thread, no BLAS found, mixed or non-float
+    dtypes). The parts give other bits than one call (as OpenBLAS's own threads do); while the prange kernel is
+    compiled in the background, its serial twin makes the same calls in turn, so the switch changes no result."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 or \
+            a.dtype != b.dtype or a.shape[1] != b.shape[0]:
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    threads = numba.get_num_threads()
+    fp = gemm_address(a.dtype) if a.dtype.kind == "f" else 0
+    set_, get = _thread_count_functions()
+    if not fp or set_ is None or get is None or threads < 2 or m * n * k < SPLIT_MIN or m < 16 * threads:
+        return None
+    (a, ta, lda), (b, tb, ldb) = _blas_operand(a), _blas_operand(b)
+    c = np.empty((m, n), a.dtype)
+    args = (fp, ta, tb, m, n, k, a.ctypes.data, lda, b.ctypes.data, ldb, c.ctypes.data, c.itemsize, threads,
+            a.dtype.type(1), a.dtype.type(0))
+    from tracejit.backends.numba_cpu.workers import when_compiled
+    kern = when_compiled(_SPLIT, args) or _SPLIT_SERIAL
+    before = get()
+    set_(ctypes.c_int(1))
+    try:
+        kern(*args)
+    finally:
+        set_(ctypes.c_int(before))
+    return c
+
+
 def np_matmul(a, b):
-    """np.matmul(a, b), a stack of small products shared among the threads where `stack_matmul` takes it."""
-    out = stack_matmul(a, b)
+    """np.matmul(a, b), its products shared among numba's threads where `stack_matmul` or `split_matmul` takes
+    them."""
+    out = stack_matmul(a, b) if a.ndim > 2 else split_matmul(a, b) if a.ndim == 2 else None
     return np.matmul(a, b) if out is None else out
 
 

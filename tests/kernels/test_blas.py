@@ -1,4 +1,6 @@
 """tracejit.kernels.cpu.blas.gemm_acc against numpy: C = alpha * A @ B + beta * C in place, or False and C untouched."""
+import time
+
 import numpy as np
 import pytest
 
@@ -65,17 +67,17 @@ def test_gemm_call_from_numba_on_blocks_of_bigger_arrays(dtype, ta, tb):
     np.testing.assert_allclose(C, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
-def _stack_ready(a, b):
-    """stack_matmul(a, b), waiting for its kernel (compiled in the background at its first call)."""
-    import time
-    from tracejit.kernels.cpu.blas import stack_matmul
+def _when_ready(f, *args):
+    """f(*args) (stack_matmul, split_matmul), waiting for its prange kernel (compiled in the background at its
+    first call) to be in use."""
+    from tracejit.kernels.cpu import blas
     deadline = time.time() + 120
     while time.time() < deadline:
-        out = stack_matmul(a, b)
-        if out is not None:
+        out = f(*args)
+        if out is not None and (f is not blas.split_matmul or blas._SPLIT.signatures):
             return out
         time.sleep(0.1)
-    raise AssertionError("the stacked-products kernel was never ready")
+    raise AssertionError(f"{f.__name__}'s kernel was never ready")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -101,7 +103,7 @@ def test_stacked_products_over_threads_give_numpys_bits(dtype, monkeypatch):
                  (np.ascontiguousarray(a.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3), b),
                  (a[..., ::2], b[..., ::2, :]), (a[0], b[0])]
         for x, y in cases:
-            got = _stack_ready(x, y)
+            got = _when_ready(blas.stack_matmul, x, y)
             assert got.dtype == dtype and got.flags.c_contiguous
             np.testing.assert_array_equal(got, np.matmul(x, y))
     finally:
@@ -126,3 +128,35 @@ def test_stacked_products_leave_to_numpy_what_it_does_as_well(monkeypatch):
         numba.set_num_threads(saved)
     monkeypatch.setattr(blas, "STACK_MIN", 1 << 20)
     assert blas.stack_matmul(f, f) is None                                      # too little work
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_products_rows_over_threads_match_numpy_and_restore_openblas(dtype, monkeypatch):
+    """A 2-D product's rows shared among numba's threads: numpy's values for every layout (transposed views read in
+    place, a strided one copied), the same bits from the prange kernel and from its serial twin (what runs while
+    the prange kernel compiles), and OpenBLAS's thread count as it was after the call."""
+    import numba
+    from tracejit.kernels.cpu import blas
+    monkeypatch.setattr(blas, "SPLIT_MIN", 0)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        if numba.get_num_threads() < 2:
+            pytest.skip("numba has one thread here")
+        rng = np.random.default_rng(4)
+        a = rng.standard_normal((70, 24)).astype(dtype)
+        b = rng.standard_normal((24, 9)).astype(dtype)
+        before = blas.blas_threads()
+        for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T), (a[:, ::2], b[::2])]:
+            got = _when_ready(blas.split_matmul, x, y)
+            np.testing.assert_allclose(got, np.matmul(x.astype(np.float64), y), rtol=1e-5, atol=1e-5)
+            with monkeypatch.context() as m:
+                m.setattr(blas, "_SPLIT", blas._SPLIT_SERIAL)
+                np.testing.assert_array_equal(blas.split_matmul(x, y), got)
+            assert blas.blas_threads() == before
+        assert blas.split_matmul(a[:20], b) is None                   # fewer than 16 rows a thread
+        assert blas.split_matmul(a, b.astype(np.float32 if dtype == np.float64 else np.float64)) is None
+        monkeypatch.setattr(blas, "SPLIT_MIN", 1 << 22)
+        assert blas.split_matmul(a, b) is None                        # too little work
+    finally:
+        numba.set_num_threads(saved)

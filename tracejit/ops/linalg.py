@@ -25,9 +25,9 @@ def _matmul_np(a, b):
     if b.ndim == 2 and a.ndim > 2:
         # [..., M, K] @ [K, N] (a Linear layer on a batch of sequences): one [prod(...) * M, K] @ [K, N] product
         # instead of numpy's loop of small ones (a copy first when the batch dims do not merge)
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
+        return np_matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + (b.shape[-1],))
     try:
-        return np_matmul(a, b)     # (a stack of small products shared among the threads)
+        return np_matmul(a, b)
     except ValueError:      # batch dims that do not broadcast: the shape rule's message names them
         _matmul_meta(AVal(a.shape, D._FROM_NP[a.dtype]), AVal(b.shape, D._FROM_NP[b.dtype]))
         raise

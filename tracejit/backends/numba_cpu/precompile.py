@@ -100,14 +100,18 @@ def _transformer(traced):
            tracejit.randint(0, 50, (2, 8)), tracejit.randint(0, 50, (2, 8)))
 
 
-def _stacked_products():
-    """blas.py's stack of products shared among the threads (attention's q @ k^T), float32 and float64."""
+def _shared_products():
+    """blas.py's products shared among the threads (a stack of them, attention's q @ k^T; the rows of one), float32
+    and float64."""
     from tracejit.kernels.cpu import blas
     for dt in (np.float32, np.float64):
         a, b = np.ones((2, 3, 4), dt), np.ones((2, 4, 5), dt)
         c = np.empty((2, 3, 5), dt)
         blas._STACK(blas.gemm_address(dt), 0, 0, 3, 5, 4, a.ctypes.data, np.array(a.strides[:1]), 4, b.ctypes.data,
                     np.array(b.strides[:1]), 5, c.ctypes.data, c.itemsize, np.array(a.shape[:1]), dt(1), dt(0))
+        for kern in (blas._SPLIT, blas._SPLIT_SERIAL):
+            kern(blas.gemm_address(dt), 0, 0, 3, 5, 4, a.ctypes.data, 4, b.ctypes.data, 5, c.ctypes.data, c.itemsize,
+                 2, dt(1), dt(0))
 
 
 def _rows():
@@ -171,7 +175,7 @@ TASKS = [
 
 if numba_threads() > 1:
     TASKS[:0] = [(name + ", prange variant", lambda task=task: _conv_prange(task)) for name, task in TASKS[:3]]
-    TASKS.insert(3, ("a stack of matrix products over the threads", _stacked_products))
+    TASKS.insert(3, ("matrix products shared among the threads", _shared_products))
 
 
 def default_workers():
