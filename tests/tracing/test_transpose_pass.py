@@ -72,3 +72,49 @@ def test_a_transposed_operand_is_read_through_not_transposed_twice():
                    n.inputs[0].producer.op.name == "permute" for n in h.nodes)
     (got,) = run(h, [x.numpy(), g.numpy()])
     assert np.allclose(got, (g.numpy().T @ x.numpy()).T * 2, rtol=1e-6)
+
+
+def test_batched_products_read_across_their_rows_are_computed_the_other_way_round():
+    """A batched product read only through a permute whose last axis is the product's row axis: B.T @ A.T
+    (the last two axes swapped) computed instead, then permuted the same way, or not at all where that is the whole
+    permute; the values equal the interpreter's of the original graph. A permute that keeps the row axis inner
+    stays as it is."""
+    q, d = tj.randn(2, 3, 5, 4), tj.randn(2, 3, 5, 6)
+    cases = [(lambda q, d: (q.transpose(-2, -1) @ d).transpose(-2, -1) * 2, True),       # attention's dK: whole
+             (lambda q, d: (q.transpose(-2, -1) @ d).permute(0, 3, 1, 2) + 1, False),     # and a head split after
+             (lambda q, d: (q.transpose(-2, -1) @ d).permute(1, 0, 2, 3) + 1, None)]      # rows stay inner
+    for f, whole in cases:
+        g = tj.make_graph(f, q, d)
+        h = transposed_products(g)
+        want = run(g, [q.numpy(), d.numpy()])[0]
+        (got,) = run(h, [q.numpy(), d.numpy()])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        (m,) = [n for n in h.nodes if n.op.name == "matmul"]
+        if whole is None:
+            assert _ops(h) == _ops(g)
+            continue
+        assert m.inputs[1] is h.inputs[0], "q.T.T read as q itself"
+        reader = [n for n in h.nodes if any(i is m.outputs[0] for i in n.inputs)]
+        assert [n.op.name for n in reader] == (["mul"] if whole else ["permute"])
+
+
+def test_the_attention_key_gradient_comes_out_laid_out_as_the_key():
+    """Traced: the gradient of k in softmax(q @ k.T) @ v is computed in k's layout (B.T @ A.T), not as a view
+    across the rows of a product, and equals the eager one."""
+    rng = np.random.default_rng(0)
+    q, k, v = (tj.tensor(rng.standard_normal((2, 3, 8, 4)).astype(np.float32), requires_grad=True)
+               for _ in range(3))
+
+    def f(q, k, v):
+        return (((q @ k.transpose(-2, -1)).softmax(-1) @ v) ** 2).sum()
+
+    @tj.trace
+    def step(q, k, v):
+        f(q, k, v).backward()
+
+    step(q, k, v)
+    got = k.grad.numpy()
+    assert got.flags.c_contiguous
+    q2, k2, v2 = (tj.tensor(t.detach().numpy(), requires_grad=True) for t in (q, k, v))
+    f(q2, k2, v2).backward()
+    np.testing.assert_allclose(got, k2.grad.numpy(), rtol=1e-5, atol=1e-6)
