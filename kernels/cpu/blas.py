@@ -10,6 +10,7 @@ per image call the cblas function from numba code (`gemm_call`), given its addre
 import ctypes
 import glob
 import os
+import threading
 
 import numba
 import numpy as np
@@ -298,13 +299,23 @@ def split_matmul(a, b):
             a.dtype.type(1), a.dtype.type(0))
     from tracejit.backends.numba_cpu.workers import when_compiled
     kern = when_compiled(_SPLIT, args) or _SPLIT_SERIAL
-    before = get()
-    set_(ctypes.c_int(1))
+    with _LOCK:     # (the first of concurrent calls saves OpenBLAS's count, the last one out restores it)
+        if not _INSIDE[0]:
+            _INSIDE[1] = get()
+            set_(ctypes.c_int(1))
+        _INSIDE[0] += 1
     try:
         kern(*args)
     finally:
-        set_(ctypes.c_int(before))
+        with _LOCK:
+            _INSIDE[0] -= 1
+            if not _INSIDE[0]:
+                set_(ctypes.c_int(_INSIDE[1]))
     return c
+
+
+_LOCK = threading.Lock()
+_INSIDE = [0, None]     # [split_matmul calls running, OpenBLAS's thread count before the first of them]
 
 
 def np_matmul(a, b):

@@ -160,3 +160,27 @@ def test_a_products_rows_over_threads_match_numpy_and_restore_openblas(dtype, mo
         assert blas.split_matmul(a, b) is None                        # too little work
     finally:
         numba.set_num_threads(saved)
+
+
+def test_concurrent_split_products_leave_openblas_thread_count_as_it_was(monkeypatch):
+    """split_matmul sets OpenBLAS to one thread for its call: calls from several Python threads at once must not
+    leave it at one (the first saves the count, the last one out restores it)."""
+    import numba
+    from concurrent.futures import ThreadPoolExecutor
+    from tracejit.kernels.cpu import blas
+    if numba.config.NUMBA_NUM_THREADS < 2 or blas.blas_threads() is None:
+        pytest.skip("numba has one thread here, or OpenBLAS is not numpy's")
+    monkeypatch.setattr(blas, "SPLIT_MIN", 0)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)
+    want = np.matmul(a.astype(np.float64), b)
+    before = blas.blas_threads()
+
+    def work(_):
+        numba.set_num_threads(2)        # (per thread: each worker thread's own count)
+        got = blas.split_matmul(a, b)
+        return got is not None and np.allclose(got, want, rtol=1e-5, atol=1e-5)
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(200)))
+    assert blas.blas_threads() == before
