@@ -9,9 +9,11 @@ NCHW arrays directly; the input gradient's columns are one image's, in the cache
 """
 import numba
 import numpy as np
+from numba import prange
 
 from .blas import gemm_call
 from .conv import col2im_images
+from .threads import prange_twin
 
 
 @numba.njit(cache=True)
@@ -22,7 +24,7 @@ def forward_images(fp, one, zero, cols, w, groups, bias, out):
     z = cols.itemsize
     os = out.reshape(-1)
     ca, wa, oa = np.int64(cols.ctypes.data), np.int64(w.ctypes.data), np.int64(out.ctypes.data)
-    for n in range(N):
+    for n in prange(N):
         for gi in range(groups):
             gemm_call(fp, 0, 0, Og, P, Kg, one, wa + gi * Og * Kg * z, Kg, ca + (gi * Kg * N + n) * P * z, N * P,
                       zero, oa + (n * O + gi * Og) * P * z, P)
@@ -31,6 +33,10 @@ def forward_images(fp, one, zero, cols, w, groups, bias, out):
                 d, bo = (n * O + o) * P, bias[o]
                 for p in range(P):
                     os[d + p] += bo
+
+
+# the images shared among numba's threads (conv.py: where each image's product is below OpenBLAS's own threading size)
+forward_images_par = prange_twin(forward_images.py_func)
 
 
 @numba.njit(cache=True)

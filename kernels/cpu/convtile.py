@@ -25,7 +25,6 @@ into halves, slowly: for testing that code here); an override compiles these ker
 whose key would not tell the two apart.
 """
 import os
-import types as types_
 
 import numba
 import numpy as np
@@ -614,13 +613,9 @@ def _threads(macs):
 
 
 def parallel_variant(name):
-    """The prange variant of kernel `name` (made once: a copy of the function under another name, since numba's
-    disk cache keys a function by its qualified name and signature, not its options)."""
+    """The prange variant of kernel `name` (made once)."""
     if name not in _PAR:
-        f = _SERIAL[name].py_func
-        par = types_.FunctionType(f.__code__, f.__globals__, name + "_par", f.__defaults__, f.__closure__)
-        par.__qualname__ = f.__qualname__ + "_par"
-        _PAR[name] = numba.njit(cache=_CACHE, nogil=True, parallel=True)(par)
+        _PAR[name] = threads.prange_twin(_SERIAL[name].py_func, _CACHE)
     return _PAR[name]
 
 

@@ -8,6 +8,7 @@ numba type. The pool holds one thread per numba thread, made on first use, none 
 not survive the fork)."""
 import os
 import threading
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -38,3 +39,11 @@ def run(calls):
     finally:
         for f in rest:
             f.result()
+
+
+def prange_twin(f, cache=True):
+    """The prange variant of the Python function f, compiled with numba's threads: a copy of f named f's name +
+    "_par" (numba's disk cache keys a function by its qualified name and signature, not its options)."""
+    par = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_par", f.__defaults__, f.__closure__)
+    par.__qualname__ = f.__qualname__ + "_par"
+    return numba.njit(cache=cache, nogil=True, parallel=True)(par)

@@ -392,3 +392,50 @@ def test_float64_and_float16_dtypes():
     assert F.max_pool2d(x, 2).dtype is tj.float64
     h = tj.randn(1, 2, 4, 4).half()
     assert F.avg_pool2d(h, 2).dtype is tj.float16
+
+
+@pytest.mark.parametrize("groups,bias", [(1, False), (2, True)])
+def test_forward_images_shared_among_numba_threads(groups, bias, monkeypatch):
+    """With several numba threads and OpenBLAS's own threads (no per-image products by `_chunked`), a convolution
+    by columns whose per-image products are below OpenBLAS's threading size shares its images among numba's
+    threads (convgemm's prange twin): the float64 reference, and the bits of the serial per-image kernel (what
+    runs while the twin compiles)."""
+    import time
+    import numba
+    from tracejit.kernels.cpu import conv, convgemm
+    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
+    if not gemm_address(np.float32) or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numpy's OpenBLAS cblas not found, or numba has one thread")
+    saved, saved_blas = numba.get_num_threads(), blas_threads()
+    numba.set_num_threads(2)
+    blas_threads(2)
+    try:
+        rng = np.random.default_rng(6)
+        x = rng.standard_normal((6, 4, 8, 8)).astype(np.float32)
+        w = rng.standard_normal((6, 4 // groups, 1, 1)).astype(np.float32)
+        b = rng.standard_normal(6).astype(np.float32) if bias else None
+        cols = conv.input_columns(x, 1, 1, (2, 2), (0, 0), (1, 1))
+        assert conv._chunked(conv.CHUNKED_FORWARD, 16, cols, w) is None
+        assert conv._images_on_threads(3 * 16 * 2, cols, w) is not None
+        deadline = time.time() + 120
+        got = conv.forward_from_columns(cols, w, groups, b)
+        while not convgemm.forward_images_par.signatures and time.time() < deadline:
+            time.sleep(0.1)
+            got = conv.forward_from_columns(cols, w, groups, b)
+        assert convgemm.forward_images_par.signatures
+        monkeypatch.setattr(convgemm, "forward_images_par", convgemm.forward_images)
+        np.testing.assert_array_equal(conv.forward_from_columns(cols, w, groups, b), got)
+        xs = x[:, :, ::2, ::2].astype(np.float64)
+        og, cg = 6 // groups, 4 // groups
+        want = np.concatenate([np.einsum("oc,nchw->nohw", w[gi * og:(gi + 1) * og, :, 0, 0].astype(np.float64),
+                                         xs[:, gi * cg:(gi + 1) * cg]) for gi in range(groups)], 1)
+        if bias:
+            want += b[None, :, None, None]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        numba.set_num_threads(1)
+        assert conv._images_on_threads(3 * 16 * 2, cols, w) is None            # one numba thread
+        numba.set_num_threads(2)
+        assert conv._images_on_threads(64 ** 3, cols, w) is None               # OpenBLAS threads that itself
+    finally:
+        numba.set_num_threads(saved)
+        blas_threads(saved_blas)
