@@ -67,6 +67,18 @@ def test_gemm_call_from_numba_on_blocks_of_bigger_arrays(dtype, ta, tb):
     np.testing.assert_allclose(C, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
+@pytest.fixture
+def two_numba_threads():
+    """The test runs with two numba threads (skipped where numba has one), the caller's count restored after."""
+    import numba
+    saved = numba.get_num_threads()
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here")
+    numba.set_num_threads(2)
+    yield
+    numba.set_num_threads(saved)
+
+
 def _when_ready(f, *args):
     """f(*args) (stack_matmul, split_matmul), waiting for its prange kernel (compiled in the background at its
     first call) to be in use."""
@@ -81,33 +93,25 @@ def _when_ready(f, *args):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_stacked_products_over_threads_give_numpys_bits(dtype, monkeypatch):
+def test_stacked_products_over_threads_give_numpys_bits(dtype, monkeypatch, two_numba_threads):
     """A stack of small products shared among numba's threads: numpy's bits for every layout BLAS reads in place
     (transposed views, batch dims that do not merge into one, attention's q and k^T sliced out of one qkv array)
     and for those it copies first (a strided last axis)."""
-    import numba
     from tracejit.kernels.cpu import blas
     monkeypatch.setattr(blas, "STACK_MIN", 0)
-    saved = numba.get_num_threads()
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-    try:
-        if numba.get_num_threads() < 2:
-            pytest.skip("numba has one thread here")
-        rng = np.random.default_rng(3)
-        a = rng.standard_normal((3, 4, 6, 5)).astype(dtype)
-        b = rng.standard_normal((3, 4, 5, 7)).astype(dtype)
-        qkv = rng.standard_normal((3, 6, 3 * 4 * 5)).astype(dtype)
-        q = qkv[:, :, :20].reshape(3, 6, 4, 5).transpose(0, 2, 1, 3)
-        k = qkv[:, :, 20:40].reshape(3, 6, 4, 5).transpose(0, 2, 3, 1)
-        cases = [(a, b), (q, k), (np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)),
-                 (np.ascontiguousarray(a.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3), b),
-                 (a[..., ::2], b[..., ::2, :]), (a[0], b[0])]
-        for x, y in cases:
-            got = _when_ready(blas.stack_matmul, x, y)
-            assert got.dtype == dtype and got.flags.c_contiguous
-            np.testing.assert_array_equal(got, np.matmul(x, y))
-    finally:
-        numba.set_num_threads(saved)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4, 6, 5)).astype(dtype)
+    b = rng.standard_normal((3, 4, 5, 7)).astype(dtype)
+    qkv = rng.standard_normal((3, 6, 3 * 4 * 5)).astype(dtype)
+    q = qkv[:, :, :20].reshape(3, 6, 4, 5).transpose(0, 2, 1, 3)
+    k = qkv[:, :, 20:40].reshape(3, 6, 4, 5).transpose(0, 2, 3, 1)
+    cases = [(a, b), (q, k), (np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2)),
+             (np.ascontiguousarray(a.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3), b),
+             (a[..., ::2], b[..., ::2, :]), (a[0], b[0])]
+    for x, y in cases:
+        got = _when_ready(blas.stack_matmul, x, y)
+        assert got.dtype == dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, np.matmul(x, y))
 
 
 def test_stacked_products_leave_to_numpy_what_it_does_as_well(monkeypatch):
@@ -131,35 +135,27 @@ def test_stacked_products_leave_to_numpy_what_it_does_as_well(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_products_rows_over_threads_match_numpy_and_restore_openblas(dtype, monkeypatch):
+def test_a_products_rows_over_threads_match_numpy_and_restore_openblas(dtype, monkeypatch, two_numba_threads):
     """A 2-D product's rows shared among numba's threads: numpy's values for every layout (transposed views read in
     place, a strided one copied), the same bits from the prange kernel and from its serial twin (what runs while
     the prange kernel compiles), and OpenBLAS's thread count as it was after the call."""
-    import numba
     from tracejit.kernels.cpu import blas
     monkeypatch.setattr(blas, "SPLIT_MIN", 0)
-    saved = numba.get_num_threads()
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-    try:
-        if numba.get_num_threads() < 2:
-            pytest.skip("numba has one thread here")
-        rng = np.random.default_rng(4)
-        a = rng.standard_normal((70, 24)).astype(dtype)
-        b = rng.standard_normal((24, 9)).astype(dtype)
-        before = blas.blas_threads()
-        for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T), (a[:, ::2], b[::2])]:
-            got = _when_ready(blas.split_matmul, x, y)
-            np.testing.assert_allclose(got, np.matmul(x.astype(np.float64), y), rtol=1e-5, atol=1e-5)
-            with monkeypatch.context() as m:
-                m.setattr(blas, "_SPLIT", blas._SPLIT_SERIAL)
-                np.testing.assert_array_equal(blas.split_matmul(x, y), got)
-            assert blas.blas_threads() == before
-        assert blas.split_matmul(a[:20], b) is None                   # fewer than 16 rows a thread
-        assert blas.split_matmul(a, b.astype(np.float32 if dtype == np.float64 else np.float64)) is None
-        monkeypatch.setattr(blas, "SPLIT_MIN", 1 << 22)
-        assert blas.split_matmul(a, b) is None                        # too little work
-    finally:
-        numba.set_num_threads(saved)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((70, 24)).astype(dtype)
+    b = rng.standard_normal((24, 9)).astype(dtype)
+    before = blas.blas_threads()
+    for x, y in [(a, b), (a.T.copy().T, b), (a, b.T.copy().T), (a[:, ::2], b[::2])]:
+        got = _when_ready(blas.split_matmul, x, y)
+        np.testing.assert_allclose(got, np.matmul(x.astype(np.float64), y), rtol=1e-5, atol=1e-5)
+        with monkeypatch.context() as m:
+            m.setattr(blas, "_SPLIT", blas._SPLIT_SERIAL)
+            np.testing.assert_array_equal(blas.split_matmul(x, y), got)
+        assert blas.blas_threads() == before
+    assert blas.split_matmul(a[:20], b) is None                   # fewer than 16 rows a thread
+    assert blas.split_matmul(a, b.astype(np.float32 if dtype == np.float64 else np.float64)) is None
+    monkeypatch.setattr(blas, "SPLIT_MIN", 1 << 22)
+    assert blas.split_matmul(a, b) is None                        # too little work
 
 
 def test_concurrent_split_products_leave_openblas_thread_count_as_it_was(monkeypatch):
