@@ -290,11 +290,19 @@ def weight_grad_from_columns(cols, g, weight_shape, groups):
     N, OH, OW = cols.shape[1:]
     K, M = Cg * kh * kw, N * OH * OW
     blas = _chunked(CHUNKED_WEIGHT_GRAD, OH * OW, cols, g)
-    if blas is not None:
-        from .convgemm import weight_grad_images
+    threaded = blas is None and N > 1 and _images_on_threads(O // groups * K * OH * OW, cols, g)
+    if blas is not None or threaded:
+        from .convgemm import weight_grad_images, weight_grad_images_par
         kmajor = K >= O // groups
-        out = np.empty((groups, K, O // groups) if kmajor else (groups, O // groups, K), cols.dtype)
-        weight_grad_images(*blas, np.ascontiguousarray(cols), np.ascontiguousarray(g), groups, kmajor, out)
+        parts = min(N, numba.get_num_threads()) if threaded else 1      # (each part's sum added after, in order)
+        out = np.empty((parts, groups, K, O // groups) if kmajor else (parts, groups, O // groups, K), cols.dtype)
+        args = (*(blas or threaded), np.ascontiguousarray(cols), np.ascontiguousarray(g), groups, kmajor, out)
+        kern = weight_grad_images
+        if threaded:        # (the prange twin once compiled, in the background: the same parts, the same bits)
+            from tracejit.backends.numba_cpu.workers import when_compiled
+            kern = when_compiled(weight_grad_images_par, args) or weight_grad_images
+        kern(*args)
+        out = out[0] if parts == 1 else out.sum(0)
         return np.ascontiguousarray(out.transpose(0, 2, 1) if kmajor else out).reshape(weight_shape)
     cols = cols.reshape(groups, K, M)
     gg = _grouped_grad(g, groups)                                                # (g, Og, M)

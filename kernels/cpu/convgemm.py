@@ -35,10 +35,6 @@ def forward_images(fp, one, zero, cols, w, groups, bias, out):
                     os[d + p] += bo
 
 
-# the images shared among numba's threads (conv.py: where each image's product is below OpenBLAS's own threading size)
-forward_images_par = prange_twin(forward_images.py_func)
-
-
 @numba.njit(cache=True)
 def input_grad_images(fp, one, zero, g, w, groups, kh, kw, sh, sw, ph, pw, dh, dw, out):
     """out (N, C, H, W) = the input gradient of conv2d from g (N, O, OH, OW) and w (O, Kg): per image, its column
@@ -57,23 +53,33 @@ def input_grad_images(fp, one, zero, g, w, groups, kh, kw, sh, sw, ph, pw, dh, d
         col2im_images(cols, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, os, C, H, W, n, 1)
 
 
-@numba.njit(cache=True)
 def weight_grad_images(fp, one, zero, cols, g, groups, kmajor, out):
-    """The weight gradient of conv2d from the input's columns (groups*Kg, N, OH, OW) and g (N, O, OH, OW), the
-    images' products summed by BLAS (beta = 1): out is (groups, O/groups, Kg), or (groups, Kg, O/groups) when
-    `kmajor` (the product with the longer side as its rows)."""
+    """The weight gradient of conv2d from the input's columns (groups*Kg, N, OH, OW) and g (N, O, OH, OW), in parts:
+    out[p] sums the products of images N*p//parts .. N*(p+1)//parts (parts = len(out); BLAS adds them, beta = 1).
+    out[p] is (groups, O/groups, Kg), or (groups, Kg, O/groups) when `kmajor` (the product with the longer side
+    as its rows)."""
     N, O, OH, OW = g.shape
     Og, P = O // groups, OH * OW
     Kg = cols.shape[0] // groups
     z = cols.itemsize
-    ca, ga, oa = np.int64(cols.ctypes.data), np.int64(g.ctypes.data), np.int64(out.ctypes.data)
-    if N == 0:
-        out.reshape(-1)[:] = 0
-    for n in range(N):
-        beta = zero if n == 0 else one
-        for gi in range(groups):
-            c, d = ca + (gi * Kg * N + n) * P * z, ga + (n * O + gi * Og) * P * z
-            if kmajor:
-                gemm_call(fp, 0, 1, Kg, Og, P, one, c, N * P, d, P, beta, oa + gi * Kg * Og * z, Og)
-            else:
-                gemm_call(fp, 0, 1, Og, Kg, P, one, d, P, c, N * P, beta, oa + gi * Og * Kg * z, Kg)
+    parts, whole = out.shape[0], Kg * Og * groups
+    ca, ga = np.int64(cols.ctypes.data), np.int64(g.ctypes.data)
+    for p in prange(parts):
+        lo, hi = N * p // parts, N * (p + 1) // parts
+        oa = np.int64(out.ctypes.data) + p * whole * z
+        if hi == lo:
+            out[p].reshape(-1)[:] = 0
+        for n in range(lo, hi):
+            beta = zero if n == lo else one
+            for gi in range(groups):
+                c, d = ca + (gi * Kg * N + n) * P * z, ga + (n * O + gi * Og) * P * z
+                if kmajor:
+                    gemm_call(fp, 0, 1, Kg, Og, P, one, c, N * P, d, P, beta, oa + gi * Kg * Og * z, Og)
+                else:
+                    gemm_call(fp, 0, 1, Og, Kg, P, one, d, P, c, N * P, beta, oa + gi * Og * Kg * z, Kg)
+
+
+weight_grad_images_par = prange_twin(weight_grad_images)
+weight_grad_images = numba.njit(cache=True)(weight_grad_images)
+# the images shared among numba's threads (conv.py: where each image's product is below OpenBLAS's own threading size)
+forward_images_par = prange_twin(forward_images.py_func)

@@ -395,11 +395,11 @@ def test_float64_and_float16_dtypes():
 
 
 @pytest.mark.parametrize("groups,bias", [(1, False), (2, True)])
-def test_forward_images_shared_among_numba_threads(groups, bias, monkeypatch):
+def test_images_shared_among_numba_threads(groups, bias, monkeypatch):
     """With several numba threads and OpenBLAS's own threads (no per-image products by `_chunked`), a convolution
     by columns whose per-image products are below OpenBLAS's threading size shares its images among numba's
-    threads (convgemm's prange twin): the float64 reference, and the bits of the serial per-image kernel (what
-    runs while the twin compiles)."""
+    threads (convgemm's prange twins), its forward and its weight gradient (in parts, summed after): the float64
+    reference, and the bits of the serial per-image kernels (what runs while the twins compile)."""
     import time
     import numba
     from tracejit.kernels.cpu import conv, convgemm
@@ -422,9 +422,16 @@ def test_forward_images_shared_among_numba_threads(groups, bias, monkeypatch):
         while not convgemm.forward_images_par.signatures and time.time() < deadline:
             time.sleep(0.1)
             got = conv.forward_from_columns(cols, w, groups, b)
-        assert convgemm.forward_images_par.signatures
+        g = rng.standard_normal(got.shape).astype(np.float32)
+        dw = conv.weight_grad_from_columns(cols, g, w.shape, groups)
+        while not convgemm.weight_grad_images_par.signatures and time.time() < deadline:
+            time.sleep(0.1)
+            dw = conv.weight_grad_from_columns(cols, g, w.shape, groups)
+        assert convgemm.forward_images_par.signatures and convgemm.weight_grad_images_par.signatures
         monkeypatch.setattr(convgemm, "forward_images_par", convgemm.forward_images)
+        monkeypatch.setattr(convgemm, "weight_grad_images_par", convgemm.weight_grad_images)
         np.testing.assert_array_equal(conv.forward_from_columns(cols, w, groups, b), got)
+        np.testing.assert_array_equal(conv.weight_grad_from_columns(cols, g, w.shape, groups), dw)
         xs = x[:, :, ::2, ::2].astype(np.float64)
         og, cg = 6 // groups, 4 // groups
         want = np.concatenate([np.einsum("oc,nchw->nohw", w[gi * og:(gi + 1) * og, :, 0, 0].astype(np.float64),
@@ -432,6 +439,9 @@ def test_forward_images_shared_among_numba_threads(groups, bias, monkeypatch):
         if bias:
             want += b[None, :, None, None]
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        want_dw = np.concatenate([np.einsum("nohw,nchw->oc", g[:, gi * og:(gi + 1) * og].astype(np.float64),
+                                            xs[:, gi * cg:(gi + 1) * cg]) for gi in range(groups)], 0)
+        np.testing.assert_allclose(dw, want_dw[:, :, None, None], rtol=1e-5, atol=1e-5)
         numba.set_num_threads(1)
         assert conv._images_on_threads(3 * 16 * 2, cols, w) is None            # one numba thread
         numba.set_num_threads(2)

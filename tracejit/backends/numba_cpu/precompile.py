@@ -102,11 +102,15 @@ def _transformer(traced):
 
 def _shared_products():
     """The products shared among the threads (blas.py's stack of them, attention's q @ k^T, and the rows of one;
-    convgemm.py's per-image forward products), float32 and float64."""
+    convgemm.py's per-image products), float32 and float64."""
     from tracejit.kernels.cpu import blas, convgemm
     for dt in (np.float32, np.float64):
-        convgemm.forward_images_par(blas.gemm_address(dt), dt(1), dt(0), np.ones((2, 2, 3, 3), dt), np.ones((4, 2), dt),
-                                    1, np.zeros(0, dt), np.empty((2, 4, 3, 3), dt))
+        cols, w = np.ones((2, 2, 3, 3), dt), np.ones((4, 2), dt)
+        convgemm.forward_images_par(blas.gemm_address(dt), dt(1), dt(0), cols, w, 1, np.zeros(0, dt),
+                                    np.empty((2, 4, 3, 3), dt))
+        for kmajor in (True, False):
+            convgemm.weight_grad_images_par(blas.gemm_address(dt), dt(1), dt(0), cols, np.ones((2, 4, 3, 3), dt), 1,
+                                            kmajor, np.empty((2, 1, 2, 4) if kmajor else (2, 1, 4, 2), dt))
         a, b = np.ones((2, 3, 4), dt), np.ones((2, 4, 5), dt)
         c = np.empty((2, 3, 5), dt)
         blas._STACK(blas.gemm_address(dt), 0, 0, 3, 5, 4, a.ctypes.data, np.array(a.strides[:1]), 4, b.ctypes.data,
