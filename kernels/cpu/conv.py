@@ -211,6 +211,17 @@ def _images_on_threads(macs, *arrays):
     return _blas(dt)
 
 
+def _per_image(serial, twin, threaded, args):
+    """One of convgemm's per-image kernels: its prange twin where the images are shared among numba's threads and
+    the twin is compiled (in the background, at its first use), else the serial kernel (the same calls: the same
+    bits)."""
+    kern = serial
+    if threaded:
+        from tracejit.backends.numba_cpu.workers import when_compiled
+        kern = when_compiled(twin, args) or serial
+    kern(*args)
+
+
 def _bias_arg(bias, dtype):
     return np.zeros(0, dtype) if bias is None else np.ascontiguousarray(bias, dtype)
 
@@ -226,11 +237,7 @@ def forward_from_columns(cols, w, groups, bias=None):
         out = np.empty((N, O, OH, OW), cols.dtype)
         args = (*(blas or threaded), np.ascontiguousarray(cols), np.ascontiguousarray(w).reshape(O, -1), groups,
                 _bias_arg(bias, cols.dtype), out)
-        kern = forward_images
-        if threaded:        # (the prange twin once compiled, in the background: the same calls, the same bits)
-            from tracejit.backends.numba_cpu.workers import when_compiled
-            kern = when_compiled(forward_images_par, args) or forward_images
-        kern(*args)
+        _per_image(forward_images, forward_images_par, threaded, args)
         return out
     cols = cols.reshape(groups, Cg * kh * kw, N * OH * OW)
     prod = np.matmul(w.reshape(groups, O // groups, Cg * kh * kw), cols)         # (g, Og, N*OH*OW)
@@ -297,11 +304,7 @@ def weight_grad_from_columns(cols, g, weight_shape, groups):
         parts = min(N, numba.get_num_threads()) if threaded else 1      # (each part's sum added after, in order)
         out = np.empty((parts, groups, K, O // groups) if kmajor else (parts, groups, O // groups, K), cols.dtype)
         args = (*(blas or threaded), np.ascontiguousarray(cols), np.ascontiguousarray(g), groups, kmajor, out)
-        kern = weight_grad_images
-        if threaded:        # (the prange twin once compiled, in the background: the same parts, the same bits)
-            from tracejit.backends.numba_cpu.workers import when_compiled
-            kern = when_compiled(weight_grad_images_par, args) or weight_grad_images
-        kern(*args)
+        _per_image(weight_grad_images, weight_grad_images_par, threaded, args)
         out = out[0] if parts == 1 else out.sum(0)
         return np.ascontiguousarray(out.transpose(0, 2, 1) if kmajor else out).reshape(weight_shape)
     cols = cols.reshape(groups, K, M)

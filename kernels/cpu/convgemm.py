@@ -79,7 +79,7 @@ def weight_grad_images(fp, one, zero, cols, g, groups, kmajor, out):
                     gemm_call(fp, 0, 1, Og, Kg, P, one, d, P, c, N * P, beta, oa + gi * Og * Kg * z, Kg)
 
 
+# the images shared among numba's threads (conv.py: where each image's product is below OpenBLAS's own threading size)
 weight_grad_images_par = prange_twin(weight_grad_images)
 weight_grad_images = numba.njit(cache=True)(weight_grad_images)
-# the images shared among numba's threads (conv.py: where each image's product is below OpenBLAS's own threading size)
 forward_images_par = prange_twin(forward_images.py_func)
