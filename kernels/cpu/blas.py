@@ -16,6 +16,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from .threads import prange_twin
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _FUNCS = None      # {numpy dtype: the cblas ?gemm's address}, once looked up
 _LIB = []          # [numpy's OpenBLAS as a ctypes library, or None], once looked up
@@ -201,10 +203,14 @@ def _gemm_call_typing():
 gemm_call = _gemm_call_typing()
 
 
+# OpenBLAS runs a product on the calling thread alone below this many multiply-adds (m*n*k; its interface/gemm.c:
+# 65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default): such calls can run on several threads of ours at once.
+ONE_THREAD_MACS = 64 ** 3
+
 # numpy's matmul of a stack of products (attention's q @ k^T: 64 products of 64x32 @ 32x64 in the GPT bench) is one
-# BLAS call per product, each on one thread (OpenBLAS threads a product only from m*n*k = 64**3 up). Here the stack's
-# products are shared among numba's threads (its OpenMP pool, which the generated kernels use too), one
-# single-threaded BLAS call each, the same call numpy makes: from STACK_MIN multiply-adds of the whole stack up.
+# BLAS call per product, each on one thread (below ONE_THREAD_MACS). Here the stack's products are shared among
+# numba's threads (the pool the generated kernels use too), one single-threaded BLAS call each, the same call numpy
+# makes: from STACK_MIN multiply-adds of the whole stack up.
 STACK_MIN = 1 << 20
 
 
@@ -240,13 +246,13 @@ def stack_matmul(a, b):
     """a @ b for stacks of products with the same batch dims, the products shared among numba's threads; None
     where numpy's matmul does as well (one thread, a single product, products OpenBLAS threads itself, too little
     work, no BLAS found, mixed or non-float dtypes) or while the kernel is being compiled in the background."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 3 or a.shape[:-2] != b.shape[:-2] or \
-            a.dtype != b.dtype or a.shape[-1] != b.shape[-2]:
-        return None
+    if a.size * b.shape[-1] < STACK_MIN or a.ndim < 3 or a.shape[:-2] != b.shape[:-2] or a.dtype != b.dtype or \
+            a.shape[-1] != b.shape[-2] or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None         # (the cheap tests first: this runs on every matmul, eager and traced)
     (m, k), n = a.shape[-2:], b.shape[-1]
-    count = a.size // (m * k) if m * k else 0
+    count = a.size // (m * k)
     fp = gemm_address(a.dtype) if a.dtype.kind == "f" else 0
-    if not fp or count < 2 or m * n * k >= 64 ** 3 or count * m * n * k < STACK_MIN or numba.get_num_threads() < 2:
+    if not fp or count < 2 or m * n * k >= ONE_THREAD_MACS or numba.get_num_threads() < 2:
         return None
     (a, ta, lda), (b, tb, ldb) = _blas_operand(a), _blas_operand(b)
     c = np.empty(a.shape[:-1] + (n,), a.dtype)
@@ -262,9 +268,10 @@ def stack_matmul(a, b):
 
 
 # A 2-D product from SPLIT_MIN multiply-adds up, where numba has several threads: its rows shared among them, one
-# BLAS call per part with OpenBLAS at one thread for the call. OpenBLAS's own threads split some shapes poorly: in
-# the GPT step at two threads (medians of 60 alternated rounds, each product timed in place) 1024x128 @ 128x128
-# took 0.35 ms so against 0.52, 1024x512 @ 512x128 1.16 against 1.42, the others within the noise (AMD EPYC znver4).
+# BLAS call per part with OpenBLAS at one thread for the call. The same products run at the same speed alone with
+# OpenBLAS's own threads and so, but in the GPT step at two threads (medians of 50 alternated rounds, each product
+# timed in place) 1024x128 @ 128x128 took 0.35 ms so against 0.54 (0.23 alone), 1024x512 @ 512x128 1.16 against
+# 1.43, the others within the noise (AMD EPYC znver4).
 SPLIT_MIN = 1 << 22
 
 
@@ -275,7 +282,9 @@ def _split_gemm(fp, ta, tb, m, n, k, a, lda, b, ldb, c, z, parts, one, zero):
                   c + r0 * n * z, n)
 
 
-_SPLIT = numba.njit(cache=True, nogil=True, parallel=True)(_split_gemm)
+# (the twin under its own name: numba's disk cache keys a function by name and signature, not by `parallel`, so two
+# dispatchers of one function shared one cache entry and either could load the other's code)
+_SPLIT = prange_twin(_split_gemm)
 _SPLIT_SERIAL = numba.njit(cache=True, nogil=True)(_split_gemm)     # (the same calls in turn: the same bits)
 
 
@@ -284,14 +293,14 @@ def split_matmul(a, b):
     it (one thread, under SPLIT_MIN multiply-adds, fewer than 16 rows a thread, no BLAS found, mixed or non-float
     dtypes). The parts give other bits than one call (as OpenBLAS's own threads do); while the prange kernel is
     compiled in the background, its serial twin makes the same calls in turn, so the switch changes no result."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2 or \
-            a.dtype != b.dtype or a.shape[1] != b.shape[0]:
-        return None
+    if a.ndim != 2 or b.ndim != 2 or a.size * b.shape[1] < SPLIT_MIN or a.dtype != b.dtype or \
+            a.shape[1] != b.shape[0] or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None         # (the cheap tests first, as in stack_matmul)
     (m, k), n = a.shape, b.shape[1]
     threads = numba.get_num_threads()
     fp = gemm_address(a.dtype) if a.dtype.kind == "f" else 0
     set_, get = _thread_count_functions()
-    if not fp or set_ is None or get is None or threads < 2 or m * n * k < SPLIT_MIN or m < 16 * threads:
+    if not fp or set_ is None or get is None or threads < 2 or m < 16 * threads:
         return None
     (a, ta, lda), (b, tb, ldb) = _blas_operand(a), _blas_operand(b)
     c = np.empty((m, n), a.dtype)

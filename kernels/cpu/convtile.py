@@ -589,10 +589,9 @@ PAD_BLOCK = 1 << 18
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
-                                                                        _input_grad_cols)}
+                                                                        _input_grad_cols, _input_grad_padded)}
 _panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
     "_panel", "_fill", "_forward", "_weight_grad", "_input_grad_cols"))
-_SERIAL["_input_grad_padded"] = numba.njit(cache=_CACHE, nogil=True)(_input_grad_padded)
 
 # Threads. A large convolution runs on slices of its batch at once: its kernels' prange variants (over images, or
 # over the weight gradient's parts) where numba has them, else the serial kernels from Python threads (threads.py)

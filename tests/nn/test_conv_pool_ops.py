@@ -403,7 +403,7 @@ def test_images_shared_among_numba_threads(groups, bias, monkeypatch):
     import time
     import numba
     from tracejit.kernels.cpu import conv, convgemm
-    from tracejit.kernels.cpu.blas import blas_threads, gemm_address
+    from tracejit.kernels.cpu.blas import ONE_THREAD_MACS, blas_threads, gemm_address
     if not gemm_address(np.float32) or numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numpy's OpenBLAS cblas not found, or numba has one thread")
     saved, saved_blas = numba.get_num_threads(), blas_threads()
@@ -445,7 +445,7 @@ def test_images_shared_among_numba_threads(groups, bias, monkeypatch):
         numba.set_num_threads(1)
         assert conv._images_on_threads(3 * 16 * 2, cols, w) is None            # one numba thread
         numba.set_num_threads(2)
-        assert conv._images_on_threads(64 ** 3, cols, w) is None               # OpenBLAS threads that itself
+        assert conv._images_on_threads(ONE_THREAD_MACS, cols, w) is None       # OpenBLAS threads that itself
     finally:
         numba.set_num_threads(saved)
         blas_threads(saved_blas)
