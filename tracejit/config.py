@@ -7,3 +7,5 @@ default_backend = os.environ.get("TRACEJIT_BACKEND", "numba")          # "interp
 fastmath = False                                                           # opt-in for the numba backend
 # intermediates whose lifetimes do not overlap share memory (passes/buffers.py); "0": one buffer each
 share_buffers = os.environ.get("TRACEJIT_SHARE_BUFFERS", "1") == "1"
+# a kernel numba has not compiled before runs lowered by backends/numba_cpu/direct.py until numba's is ready
+direct_kernels = os.environ.get("TRACEJIT_DIRECT_KERNELS", "1") == "1"

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="compile helpers
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))   # every kernel module is new here
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(tj.config, "direct_kernels", False)     # numba's compile of every kernel (test_direct.py)
 
 
 def f(x, w):

@@ -365,7 +365,8 @@ def test_fresh_process_traced_program_from_cache(cache_env):
                               grad=float(np.abs(got[1] - want[1]).max()), q=bool((got[2] == want[2]).all()),
                               raised=raised)))
         """
-    env_par = dict(os.environ, TRACEJIT_PARALLEL_MIN="1000")    # the prange variants run at these sizes
+    env_par = dict(os.environ, TRACEJIT_PARALLEL_MIN="1000",     # the prange variants run at these sizes
+                   TRACEJIT_DIRECT_KERNELS="0")                 # (numba's compile of each: test_direct.py)
     runs = []
     for _ in range(2):
         r = subprocess.run([sys.executable, "-c", textwrap.dedent(child)], cwd=ROOT, capture_output=True, text=True,

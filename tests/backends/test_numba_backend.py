@@ -258,7 +258,8 @@ def test_second_process_compiles_nothing(tmp_path):
         tracejit.trace(chain, backend="numba")(x, w, b)
         print(json.dumps(compile_stats()))
     """)
-    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+    # (numba's disk cache: every kernel compiled by numba in the first process; test_direct.py has direct.py's)
+    env = dict(os.environ, TRACEJIT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT, TRACEJIT_DIRECT_KERNELS="0")
     import json
     runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                                       check=True, cwd=ROOT).stdout.strip().splitlines()[-1]) for _ in range(2)]
@@ -438,10 +439,11 @@ def test_nd_kernels_loop_over_merged_dims(shape, pshape, dims, loop):
     assert ks.mode == "nd" and list(ks.extra_args[:len(loop)]) == loop
 
 
-def test_nd_kernel_inner_loop_vectorizes():
+def test_nd_kernel_inner_loop_vectorizes(monkeypatch):
     """The inner loop of a broadcasting kernel (flat unsigned offsets, no slice per row) is SIMD code, the
     per-row accumulator of a sum over the leading dims included."""
     import numba
+    monkeypatch.setattr(tracejit.config, "direct_kernels", False)   # (numba's kernel; test_direct.py: direct.py's)
 
     def fn(x, b):
         y = tracejit.relu(x + b) * x
@@ -457,10 +459,17 @@ def test_nd_kernel_inner_loop_vectorizes():
     assert re.search(r"<\d+ x float>", fresh.inspect_llvm(fresh.signatures[0]))
 
 
-def test_views_reach_kernels_as_contiguous_arrays():
+@pytest.mark.parametrize("direct", [False, True])
+def test_views_reach_kernels_as_contiguous_arrays(monkeypatch, tmp_path, direct):
     """A stride-0 cotangent (sum's backward expands a scalar), a strided slice, a read-only array: each kernel
     keeps the one specialization compiled at trace time (a view would be typed in Python, compiled again at
-    call time and run without vectorizing)."""
+    call time and run without vectorizing; a direct kernel would refuse it, and numba's would compile)."""
+    from tracejit.backends.numba_cpu.executor import compile_stats
+    monkeypatch.setattr(tracejit.config, "direct_kernels", direct)
+    if direct:
+        monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))     # (new kernels: direct.py lowers them)
+    before = compile_stats()
+
     def fn(x):
         return tracejit.tanh(x) * x
     base = np.random.default_rng(4).standard_normal(200002).astype(np.float32)
@@ -479,7 +488,11 @@ def test_views_reach_kernels_as_contiguous_arrays():
     gs = tf.graph(x)
     for compiled in (gs.entry.fwd_fn, gs.entry.bwd_fn):
         for ks, disp in _kernels(compiled):
-            assert len(disp.signatures) == 1, (ks.name, disp.signatures)
+            # (with direct kernels: none, or the one numba's background helper compiled)
+            assert len(disp.signatures) == 1 or direct and not disp.signatures, (ks.name, disp.signatures)
+    after = compile_stats()
+    assert after["direct_mismatch"] == before["direct_mismatch"]
+    assert (after["direct"] > before["direct"]) == direct
 
 
 def test_in_place_updates_are_written_into_the_inputs_arrays(monkeypatch):

@@ -8,6 +8,8 @@ caller are allocated fresh when the caller still holds the previous call's array
 reused when it does not (reference count): a fresh 64 MiB array costs more than the math. If a returned value turns out to be a
 view of a reused buffer (a reshape of an intermediate, say), it is copied before it is returned.
 """
+import logging
+import os
 import time
 from sys import getrefcount
 
@@ -18,8 +20,9 @@ from ..._keep import REFCOUNTS_EXACT, Keeper
 from ... import config
 from ...ir.graph import Value
 from ...passes import buffers
-from . import codegen, workers
+from . import codegen, direct, workers
 from .codegen import generate
+from .rt import NoAliasCompiler
 from .gemm import GEMM_ACC
 from .. import diskcache as _cache
 
@@ -146,7 +149,8 @@ class CompiledGraph:
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
             self._buf_specs.append((np.dtype(dt), (length,), None, at))
-        self._pending.append((name, self.kernels[-1][2], n, ks, mod.kernel))    # (the variant for now, the serial)
+        calls = [disp]      # what the steps call: warm_kernels may put a direct kernel first (_first_calls)
+        self._pending.append((name, self.kernels[-1][2], n, ks, mod, calls))    # (the variant for now)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
         flat_in = all(len(self._root.get(id(v), v).shape) == 1 for v in n.inputs)
@@ -177,7 +181,7 @@ class CompiledGraph:
 
             def step(env):
                 try:
-                    disp(*operands(env), env[fb], *extra)
+                    calls[0](*operands(env), env[fb], *extra)
                 except Exception as e:
                     raise _kernel_error(name, e) from None
                 env[o0] = env[fb + 1]
@@ -209,7 +213,7 @@ class CompiledGraph:
                     env[s] = env[f + 1]
                     flats.append(env[f])
             try:
-                disp(*operands(env), *flats, *extra)
+                calls[0](*operands(env), *flats, *extra)
             except Exception as e:
                 raise _kernel_error(name, e) from None
         return step
@@ -382,16 +386,31 @@ def _may_raise(n):
 
 def warm_kernels(graphs):
     """Compile the kernels of these CompiledGraphs now (at trace time), each on one-element arrays of its
-    dtypes; several at once, in forked helpers, when enough of them are not in the disk cache (workers.py)."""
-    jobs, later, names = [], [], {}
+    dtypes; several at once, in forked helpers, when enough of them are not in the disk cache (workers.py). A
+    serial kernel numba has not compiled before is lowered by direct.py where it can (in a fraction of numba's
+    time; in the helpers too), and runs that way until numba, in a background helper, has compiled it."""
+    jobs, later, names, firsts = [], [], {}, {}
     for g in graphs:
-        for name, disp, n, ks, serial in g._pending:
+        for name, disp, n, ks, mod, calls in g._pending:
+            serial = mod.kernel
             args = _warm_args(n, ks)
             if disp is not serial:      # a prange variant: the serial kernel now, the variant in the background
                 later.append((disp, args))
                 names[id(disp)] = name
-            jobs.append((name, serial, args, len(ks.code)))
+            # (a kernel that may raise, an integer division by zero, is numba's: it raises numba's error)
+            d = _direct_job(mod, ks, args) if config.direct_kernels and not _may_raise(n) and \
+                workers._needs_compiling(serial) else None
+            if d is not None:
+                firsts.setdefault(d[0], (d, []))[1].append((name, serial, args, calls))
+            else:
+                jobs.append((name, serial, args, len(ks.code)))
         g._pending = []
+    _lower_all(list(firsts.values()), jobs)
+    for _, users in firsts.values():
+        for name, serial, args, calls in users:
+            if id(serial) not in names:
+                later.insert(0, (serial, args))     # (numba's serial kernels first: what one thread calls)
+                names[id(serial)] = name
     claim, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
     done = set()
     try:
@@ -405,6 +424,140 @@ def warm_kernels(graphs):
             _warm(*jobs[i][:3])
     for disp, args in workers.compile_later(later):
         _warm(names[id(disp)], disp, args)
+
+
+def _direct_job(mod, ks, args):
+    """(key, lower, file, argument types, size) of the direct kernel of `mod.kernel` for these arguments, or None where direct.py
+    does not take this kernel (numba's options other than the generated kernels' usual ones, argument types)."""
+    serial = mod.kernel
+    opts = {k: v for k, v in serial.targetoptions.items() if v is not None}
+    if set(opts) - {"cache", "nogil", "error_model", "no_cfunc_wrapper", "nopython", "pipeline_class"} or \
+            opts.get("error_model") != "numpy":
+        return None             # (fastmath, ...: numba's)
+    try:
+        argtys = direct.arg_types(args)
+    except direct.Unsupported:
+        return None
+    noalias = opts.get("pipeline_class") is NoAliasCompiler
+    key = direct.key(ks.code, argtys, noalias)
+
+    def lower():
+        with workers.vector_interleave(serial):
+            return direct.lower_kernel(ks.code, mod.__dict__, "kernel", argtys, noalias=noalias)
+    folder = os.path.dirname(getattr(mod, "__file__", "") or "")      # (beside the kernel module: None if uncached)
+    return key, lower, folder and os.path.join(folder, "direct", key + ".bin"), argtys, len(ks.code)
+
+
+def _lower_all(firsts, jobs):
+    """Lowers the direct kernels (in forked helpers too, which leave them in the cache folder) and puts each
+    in front of its calls; a kernel direct.py does not handle goes to `jobs` (numba's)."""
+    todo = []
+    for (key, lower, path, argtys, size), users in firsts:
+        if key in _DIRECT:
+            continue
+        k = path and direct.load(path, argtys)
+        if k:
+            _DIRECT[key] = k
+            _STATS["direct_loaded"] += 1
+            continue
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError:
+            path = None
+        todo.append(((key, lower, path, argtys, size), users))
+
+    def run(i):
+        (key, lower, path, _, _), _ = todo[i]
+        try:
+            direct.save(lower(), path)
+        except direct.Unsupported:
+            pass
+
+    claim, wait = workers.fork_compile([(d[0], None, d[4]) for d, _ in todo], run=run) \
+        if all(d[2] for d, _ in todo) else (lambda: iter(range(len(todo))), lambda: None)
+    mine = set()
+    try:
+        for i in claim():
+            mine.add(i)
+            (key, lower, path, _, _), _ = todo[i]
+            try:
+                _DIRECT[key] = lower()
+                _STATS["direct"] += 1
+            except direct.Unsupported as e:
+                _unsupported(e)
+    finally:
+        wait()
+    for i, ((key, lower, path, argtys, _), _) in enumerate(todo):
+        if i not in mine:
+            k = path and direct.load(path, argtys)
+            if not k:
+                try:
+                    k = lower()
+                except direct.Unsupported as e:
+                    _unsupported(e)
+                    continue
+            _DIRECT[key] = k
+            _STATS["direct"] += 1
+    for (key, *_), users in firsts:
+        k = _DIRECT.get(key)
+        for name, serial, args, calls in users:
+            if k is None:
+                jobs.append((name, serial, args, 0))
+            else:
+                _first(k, serial, calls)
+
+
+def _unsupported(e):
+    logging.getLogger("tracejit").debug("tracejit: numba compiles a kernel direct.py does not lower: %s", e)
+
+
+def _first(first, serial, calls):
+    """The direct kernel `first` in front of `calls` until numba's `serial` is ready."""
+    numba_call = calls[0]
+    if _CHECK_DIRECT:
+        first = _checked(first, serial)
+
+    def call(*a):
+        if workers.ready(serial):
+            calls[0] = numba_call
+            return numba_call(*a)
+        try:
+            return first(*a)
+        except direct.Mismatch:         # (other argument types than at trace time: numba compiles them)
+            _STATS["direct_mismatch"] += 1
+            return numba_call(*a)
+    calls[0] = call
+
+
+_DIRECT = {}        # direct.key -> its DirectKernel
+_CHECK_DIRECT = os.environ.get("TRACEJIT_CHECK_DIRECT") == "1"
+
+
+def _checked(first, serial):
+    """(TRACEJIT_CHECK_DIRECT=1, for testing) the direct kernel, each call checked against numba's kernel on
+    copies of the arguments: every array the same bits."""
+    def twin(x, roots):          # x in a copy of the memory it views (arguments may share memory)
+        root = x
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        if id(root) not in roots:
+            roots[id(root)] = np.frombuffer(bytearray(np.ascontiguousarray(root).view(np.uint8).tobytes()),
+                                            np.uint8) if root.flags.c_contiguous else None
+        r = roots[id(root)]
+        if r is None:
+            return x.copy()
+        off = x.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        return r[off:off + x.nbytes].view(x.dtype)
+
+    def call(*a):
+        roots = {}
+        b = [twin(x, roots) if isinstance(x, np.ndarray) else x for x in a]
+        first(*a)
+        serial(*b)
+        for x, y in zip(a, b):
+            if isinstance(x, np.ndarray) and not np.array_equal(x.view(np.uint8), y.view(np.uint8)):
+                raise AssertionError(f"direct kernel differs from numba's: {serial.py_func.__globals__['__file__']}")
+    return call
 
 
 def _warm_args(n, ks):
@@ -432,11 +585,13 @@ def _warm(name, disp, args):
         _STATS["loaded"] += sum(st.cache_hits.values())
 
 
-_STATS = {"compiled": 0, "loaded": 0}
+_STATS = {"compiled": 0, "loaded": 0, "direct": 0, "direct_loaded": 0, "direct_mismatch": 0}
 
 
 def compile_stats():
-    """Kernels numba compiled in this process, and kernels it loaded from the disk cache."""
+    """Kernels numba compiled in this process, kernels it loaded from the disk cache; kernels direct.py lowered
+    (here or in helpers), direct kernels loaded from the disk cache, calls a direct kernel refused (arguments of
+    other types: numba's kernel ran)."""
     return dict(_STATS)
 
 

@@ -57,17 +57,21 @@ def _needs_compiling(disp):
     return not disp.signatures and cf is not None and not os.path.exists(cf._index_path)
 
 
-def fork_compile(jobs):
+def fork_compile(jobs, run=None):
     """jobs: [(dispatcher, args, size of its source)]. Returns (claim, wait): `claim()` yields the indices of the
     jobs the caller compiles, taken from the queue the helpers take from too, and `wait()` waits for the helpers;
-    the caller then runs every job (the others load from the cache, or compile where a helper failed)."""
+    the caller then runs every job (the others load from the cache, or compile where a helper failed).
+    With `run`, jobs are [(key, None, size)], all to do, and a helper calls run(i) for each index i it takes (which
+    leaves its result where the caller finds it) instead of numba's compile of a dispatcher."""
     everything = lambda: iter(range(len(jobs)))      # noqa: E731  (no helpers: the caller runs them all)
     n = max_helpers()
     if n <= 0 or not hasattr(os, "fork"):
         return everything, _nothing
     todo, seen = [], set()
     for i, (disp, _, size) in enumerate(jobs):
-        if id(disp) not in seen and _needs_compiling(disp):
+        if run is not None:
+            todo.append((size, i))
+        elif id(disp) not in seen and _needs_compiling(disp):
             seen.add(id(disp))
             # compile time grows with the source (flat ~0.1 s, a softmax's forward and backward rows ~0.7 s);
             # a prange variant compiles ~3x slower
@@ -83,7 +87,7 @@ def fork_compile(jobs):
     with global_compiler_lock:          # (another thread's numba compilation refreshes them too)
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
-    sigs = {i: (jobs[i][0], tuple(typeof(a) for a in jobs[i][1])) for i in todo}
+    sigs = {i: (jobs[i][0], tuple(typeof(a) for a in jobs[i][1])) for i in todo} if run is None else run
     r, w = os.pipe()
     os.write(w, b"".join(i.to_bytes(4, "little") for i in todo))       # (fits the pipe: _QUEUE_MAX)
     os.close(w)
@@ -128,7 +132,7 @@ def _taken(r, sigs):
         if len(b) < 4:
             return
         i = int.from_bytes(b, "little")
-        yield i if sigs is None else sigs[i]
+        yield i if sigs is None else sigs[i] if isinstance(sigs, dict) else (sigs, i)
 
 
 def _nothing():
@@ -176,9 +180,28 @@ def compile_later(jobs):
         if pid:
             state = [pid, None]
             _BACKGROUND.append(state)
+            if _STATS["fallback_dir"] is not None and not _STOP_AT_EXIT:
+                # a private cache folder, removed at exit (an exit handler registered before this one, so run
+                # after it): the helper's work would be lost, and it would write there while it is removed
+                import atexit
+                atexit.register(_stop_background)
+                _STOP_AT_EXIT.append(True)
             for d, _ in later:
                 _LATER[id(d)] = (d._cache._cache_file, state)
     return [(d, a) for d, a in jobs if id(d) not in _LATER]        # (an earlier program's too: being compiled)
+
+
+_STOP_AT_EXIT = []
+
+
+def _stop_background():
+    for pid, status in list(_BACKGROUND):
+        if status is None:
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
 
 
 def when_compiled(disp, args):
@@ -233,6 +256,9 @@ def _helper(sigs):
     warnings.simplefilter("ignore")
     sys.stdout = sys.stderr = open(os.devnull, "w")
     for disp, sig in sigs:
+        if callable(disp) and not hasattr(disp, "compile"):     # fork_compile's `run`
+            disp(sig)
+            continue
         with vector_interleave(disp):
             disp.compile(sig)
 
