@@ -24,6 +24,10 @@ import numpy as np
 __all__ = ["Unsupported", "lower_kernel"]
 
 
+_CTX = []          # numba's CPU target context as the generated kernels' options make it (error_model="numpy")
+_TYPED = {}        # (function, argument types) -> numba's signature and implementation of the call
+
+
 class Unsupported(Exception):
     """The kernel uses something this lowering does not handle (numba compiles it)."""
 
@@ -76,9 +80,11 @@ def lower_kernel(source, namespace, fname, argtys, noalias=False):
         raise Unsupported("no such function, or not plain positional arguments")
     _, typingctx, base = _numba()
     with global_compiler_lock:
-        typingctx.refresh()
-        base.refresh()
-        ctx = base.subtarget(enable_nrt=True, error_model=callconv.create_error_model("numpy", base))
+        if not _CTX:
+            typingctx.refresh()
+            base.refresh()
+            _CTX.append(base.subtarget(enable_nrt=True, error_model=callconv.create_error_model("numpy", base)))
+        ctx = _CTX[0]
         codegen = ctx.codegen()
         name = f"tjdirect_{fname}_{key(source, argtys, noalias)}"
         library = codegen.create_library(name)
@@ -394,6 +400,10 @@ class _Lowerer:
             return self._ifexp(e)
         if isinstance(e, ast.Subscript):
             return self._call(operator.getitem, [self._expr(e.value), self._expr(e.slice)])
+        if isinstance(e, ast.Slice):            # a[lo:hi], as numba's IR has it: a[slice(lo, hi)]
+            if e.lower is None or e.upper is None or e.step is not None:
+                raise Unsupported("slice other than lo:hi")
+            return self._call(slice, [self._expr(e.lower), self._expr(e.upper)])
         if isinstance(e, ast.Attribute):
             base = e.value
             if isinstance(base, ast.Name) and base.id in self.vars:
@@ -470,11 +480,8 @@ class _Lowerer:
         phi.add_incoming(v2, other_end)
         return phi, ty
 
-    def _call(self, fn, args):
-        """numba's typing and lowering of `fn(*args)`: an operator, a numpy function or scalar type, a builtin,
-        or a numba function (its library linked to ours)."""
+    def _resolve(self, fn, argtys):
         from numba.core import types
-        argtys = tuple(t for _, t in args)
         try:
             if isinstance(fn, types.Type) or getattr(fn, "__module__", None) in ("_operator", "operator"):
                 key = fn                    # (operators: numba's typing and lowering take the function itself)
@@ -493,8 +500,24 @@ class _Lowerer:
                 fn is not operator.setitem:
             raise Unsupported(f"{fn}{argtys} returns {sig.return_type}")
         try:
-            impl = self.ctx.get_function(key, sig)
+            return sig, self.ctx.get_function(key, sig)
         except Exception as err:
             raise Unsupported(f"lowering {fn}{argtys}: {err}") from None
+
+    def _call(self, fn, args):
+        """numba's typing and lowering of `fn(*args)`: an operator, a numpy function or scalar type, a builtin,
+        or a numba function (its library linked to ours)."""
+        argtys = tuple(t for _, t in args)
+        try:
+            memo = (fn, argtys)
+            hash(memo)
+        except TypeError:
+            memo = None
+        found = _TYPED.get(memo) if memo is not None else None
+        if found is None:
+            found = self._resolve(fn, argtys)
+            if memo is not None:
+                _TYPED[memo] = found
+        sig, impl = found
         vals = [self.ctx.cast(self.builder, v, t, at) for (v, t), at in zip(args, sig.args)]
         return impl(self.builder, vals), sig.return_type

@@ -390,6 +390,8 @@ def warm_kernels(graphs):
     serial kernel numba has not compiled before is lowered by direct.py where it can (in a fraction of numba's
     time; in the helpers too), and runs that way until numba, in a background helper, has compiled it."""
     jobs, later, names, firsts = [], [], {}, {}
+    # (a direct kernel runs until numba's, compiled by a background helper, is ready: none without helpers)
+    first_tier = config.direct_kernels and workers.max_helpers() > 0 and hasattr(os, "fork")
     for g in graphs:
         for name, disp, n, ks, mod, calls in g._pending:
             serial = mod.kernel
@@ -398,19 +400,19 @@ def warm_kernels(graphs):
                 later.append((disp, args))
                 names[id(disp)] = name
             # (a kernel that may raise, an integer division by zero, is numba's: it raises numba's error)
-            d = _direct_job(mod, ks, args) if config.direct_kernels and not _may_raise(n) and \
+            d = _direct_job(mod, ks, args) if first_tier and not _may_raise(n) and \
                 workers._needs_compiling(serial) else None
             if d is not None:
                 firsts.setdefault(d[0], (d, []))[1].append((name, serial, args, calls))
             else:
                 jobs.append((name, serial, args, len(ks.code)))
         g._pending = []
-    _lower_all(list(firsts.values()), jobs)
-    for _, users in firsts.values():
-        for name, serial, args, calls in users:
-            if id(serial) not in names:
-                later.insert(0, (serial, args))     # (numba's serial kernels first: what one thread calls)
-                names[id(serial)] = name
+    serials = []
+    for name, serial, args in _lower_all(list(firsts.values()), jobs):
+        if id(serial) not in names:
+            serials.append((serial, args))
+            names[id(serial)] = name
+    later = serials + later             # (numba's serial kernels first: what one thread calls)
     claim, wait = workers.fork_compile([(disp, args, size) for _, disp, args, size in jobs])
     done = set()
     try:
@@ -427,8 +429,8 @@ def warm_kernels(graphs):
 
 
 def _direct_job(mod, ks, args):
-    """(key, lower, file, argument types, size) of the direct kernel of `mod.kernel` for these arguments, or None where direct.py
-    does not take this kernel (numba's options other than the generated kernels' usual ones, argument types)."""
+    """(key, lower, file, argument types, size) of the direct kernel of `mod.kernel` for these arguments, or None
+    where direct.py does not take this kernel (numba's options other than the generated kernels' usual ones)."""
     serial = mod.kernel
     opts = {k: v for k, v in serial.targetoptions.items() if v is not None}
     if set(opts) - {"cache", "nogil", "error_model", "no_cfunc_wrapper", "nopython", "pipeline_class"} or \
@@ -450,7 +452,8 @@ def _direct_job(mod, ks, args):
 
 def _lower_all(firsts, jobs):
     """Lowers the direct kernels (in forked helpers too, which leave them in the cache folder) and puts each
-    in front of its calls; a kernel direct.py does not handle goes to `jobs` (numba's)."""
+    in front of its calls; a kernel direct.py does not handle goes to `jobs` (numba's). Returns the (name, numba
+    kernel, args) that run a direct kernel."""
     todo = []
     for (key, lower, path, argtys, size), users in firsts:
         if key in _DIRECT:
@@ -498,6 +501,7 @@ def _lower_all(firsts, jobs):
                     continue
             _DIRECT[key] = k
             _STATS["direct"] += 1
+    fronted = []
     for (key, *_), users in firsts:
         k = _DIRECT.get(key)
         for name, serial, args, calls in users:
@@ -505,6 +509,8 @@ def _lower_all(firsts, jobs):
                 jobs.append((name, serial, args, 0))
             else:
                 _first(k, serial, calls)
+                fronted.append((name, serial, args))
+    return fronted
 
 
 def _unsupported(e):
@@ -553,7 +559,8 @@ def _checked(first, serial):
         roots = {}
         b = [twin(x, roots) if isinstance(x, np.ndarray) else x for x in a]
         first(*a)
-        serial(*b)
+        with workers.vector_interleave(serial):     # (as the background helper compiles it)
+            serial(*b)
         for x, y in zip(a, b):
             if isinstance(x, np.ndarray) and not np.array_equal(x.view(np.uint8), y.view(np.uint8)):
                 raise AssertionError(f"direct kernel differs from numba's: {serial.py_func.__globals__['__file__']}")

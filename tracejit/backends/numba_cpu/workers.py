@@ -222,7 +222,7 @@ def ready(disp):
         return True
     cache_file, state = job
     if _written(cache_file) or _poll(state):
-        del _LATER[id(disp)]
+        _LATER.pop(id(disp), None)      # (calls from several threads may get here at once)
         return True
     return False
 
