@@ -5,7 +5,9 @@ carried dependency), then one of these reduces it. Only the sums get a fast-math
 vectorize them in float64; max and min need none (below).
 """
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from .vmath import llvm_float_intrinsic
 
@@ -60,3 +62,23 @@ def rmin(t, n):
     for c in range(1, n):
         m = _minimum(m, t[c])
     return m
+
+
+@intrinsic
+def prefetch(typingctx, a, i):
+    """Asks the core to fetch the cache line of a[i] (a 1-d array) into the cache, for reading soon; no effect
+    on the result. Row kernels over segments (a batch-norm's channel: one segment per image, far apart in
+    memory) fetch the segment after next while they work on one: each new segment started a new stream the
+    hardware prefetcher needed a few lines to follow."""
+    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type],
+                                              ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]))
+        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])          # read, keep in all levels, data
+        return context.get_dummy_value()
+    return types.none(a, i), codegen

@@ -496,8 +496,7 @@ class _Lowerer:
             raise Unsupported(f"typing {fn}{argtys}: {err}") from None
         if sig is None:
             raise Unsupported(f"no typing of {fn}{argtys}")
-        if isinstance(sig.return_type, (types.Literal, types.Optional)) or sig.return_type is types.none and \
-                fn is not operator.setitem:
+        if isinstance(sig.return_type, (types.Literal, types.Optional)):
             raise Unsupported(f"{fn}{argtys} returns {sig.return_type}")
         try:
             return sig, self.ctx.get_function(key, sig)

@@ -30,6 +30,11 @@ ROWS_PER_BLOCK = 8           # rows per task of the parallel loop (each task all
 # segment (layer norm's, softmax's) keep PAR_MIN: with this weight too the GPT bench step at two threads measured
 # 32.3-32.5 ms against 32.7-33.6 without (two runs each).
 SEGMENTED_PAR_WEIGHT = 8
+# segments ahead a segmented row's first pass over an input prefetches (0: none). The ResNet bench step's 14
+# batch-norm row kernels, in place, one process, variants alternated over 60 rounds: one thread 4.01 ms without,
+# 3.70 at 2 segments ahead, 3.81 at 4; two threads 3.11 / 3.13 / 3.15 (AMD EPYC znver4). One such kernel alone,
+# its data flushed from the caches first: 0.62-0.78 -> 0.51-0.66 ms
+PREFETCH_AHEAD = 2
 
 
 def generate_rows(node, name, fastmath=False):
@@ -65,6 +70,7 @@ class _RowKernel:
         self.stores = {}           # pass -> store statements of per-element outputs
         self.in_kinds = []
         self.widened = []          # bool inputs read through a float32 copy of each segment (w{j})
+        self.fetched = set()       # full inputs a pass prefetches (the first to read each: _prefetch)
         for j, v in enumerate(self.ins):
             kind = row_class(v.shape, dom)
             self.in_kinds.append(kind)
@@ -248,8 +254,20 @@ class _RowKernel:
         widen = [f"    for c in range(T):\n        w{j}[c] = in{j}[np.uint64(b + c)]" for j in self.widened
                  if id(self.ins[j]) in need]
         return [f"for c in range(T):\n    {t}[c] = 0.0" for t, _ in seg] + \
-            ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + \
+            ["for l in range(L):", "    b = (l * R + r) * T", "    e = l * T"] + self._prefetch(need) + \
             widen + ["    " + ln for ln in loop] + [f"{s} = rsum({t}, T)" for t, s in seg]
+
+    def _prefetch(self, need):
+        """The first pass to read a full input's segments fetches the segment PREFETCH_AHEAD segments on into the
+        cache, one cache line at a time, while it works on this one (see kernels/cpu/rows.prefetch)."""
+        fresh = [j for j, v in enumerate(self.ins) if self.in_kinds[j] == "full" and id(v) in need
+                 and j not in self.fetched]
+        self.fetched.update(fresh)
+        if not fresh or not PREFETCH_AHEAD:
+            return []
+        return [f"    if l + {PREFETCH_AHEAD} < L:", f"        pfb = ((l + {PREFETCH_AHEAD}) * R + r) * T"] + \
+            [f"        for c in range(0, T, {max(1, 64 // self.ins[j].dtype.np.itemsize)}):\n"
+             f"            prefetch(in{j}, pfb + c)" for j in fresh]
 
     def kernel_fn(self, fname, rng, flags):
         kp_arg, kp_unpack = param_args(self.params)
@@ -278,7 +296,7 @@ class _RowKernel:
                  f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {self.npass} passes over each row")
         code = module_code(self.consts, [self.kernel_fn("kernel", "range", base),
                                          self.kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                           ["from tracejit.kernels.cpu.rows import rmax, rmaximum, rmin, rsum, rsumsq  "
+                           ["from tracejit.kernels.cpu.rows import prefetch, rmax, rmaximum, rmin, rsum, rsumsq  "
                             "# noqa: F401  (reduce a scratch row)"])
         ks = KernelSource(name, title, self.node, code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
                           [(dt, T if t in self.segmented else N) for t, dt in self.scratch])
