@@ -194,6 +194,20 @@ def compile_later(jobs):
 _STOP_AT_EXIT = []
 
 
+def wait_background(timeout=None):
+    """Waits until the background helpers have ended (their kernels then replace, at their next call, what ran
+    meanwhile: direct kernels, serial kernels for prange variants); True if none is left. For benchmarks."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        for state in list(_BACKGROUND):
+            _poll(state)
+        if not _BACKGROUND:
+            return True
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
 def _stop_background():
     for pid, status in list(_BACKGROUND):
         if status is None:
