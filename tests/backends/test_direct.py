@@ -149,6 +149,8 @@ def test_lowered_source_runs_as_numba_runs_it():
         k(a.astype(np.float64), b, out1, 37, kp)
     with pytest.raises(direct.Mismatch):
         k(a[::2], b, out1, 18, kp)
+    with pytest.raises(direct.Mismatch):
+        k(a, b, out1, 37.0, kp)
 
 
 @pytest.mark.parametrize("src, why", [

@@ -3,7 +3,7 @@
 numba compiles a kernel in ~0.1-0.6 s, about half of it in its own Python (bytecode to IR, untyped passes, type
 inference, lowering of its IR, the CPython wrapper) and half in LLVM. The generated kernels are a small subset of
 Python (assignments, `for` over `range`, `if`, expressions of scalars, one-dimensional arrays indexed by one
-integer, calls of the runtime's numba functions), so this module lowers them itself, statement by statement,
+integer or sliced, calls of the runtime's numba functions), so this module lowers them itself, statement by statement,
 with numba's own typing and lowering of each operation (numba's `resolve_function_type` and `get_function`: the
 same result types, casts and machine operations as numba's compile of the same source, and the runtime's
 functions linked from numba's libraries, inlined as numba inlines them), into a library of numba's code generator
@@ -16,12 +16,23 @@ The result is called through ctypes (~10-30 us a call: the numba kernel replaces
 background) and gives numba's bits: the same operations in the same order, no fast-math flags.
 """
 import ast
+import builtins
 import ctypes
+import hashlib
 import operator
+import os
+import pickle
 
 import numpy as np
+from llvmlite import binding as ll
+from llvmlite import ir
+from numba.core import callconv, cgutils, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import cpu_target
+from numba.np.arrayobj import populate_array
+from numba.np.numpy_support import from_dtype
 
-__all__ = ["Unsupported", "lower_kernel"]
+__all__ = ["DirectKernel", "Mismatch", "Unsupported", "arg_types", "key", "load", "lower_kernel", "save"]
 
 
 _CTX = []          # numba's CPU target context as the generated kernels' options make it (error_model="numpy")
@@ -41,16 +52,8 @@ _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.G
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert}
 
 
-def _numba():
-    from numba.core import types
-    from numba.core.registry import cpu_target
-    return types, cpu_target.typing_context, cpu_target.target_context
-
-
 def arg_types(args):
     """numba's types of a kernel call's arguments: 1-d C-contiguous arrays, ints and floats only."""
-    types, _, _ = _numba()
-    from numba.np.numpy_support import from_dtype
     out = []
     for a in args:
         if isinstance(a, np.ndarray):
@@ -71,14 +74,12 @@ def arg_types(args):
 def lower_kernel(source, namespace, fname, argtys, noalias=False):
     """The function `fname` of a kernel module's `source` (its globals: `namespace`) for numba argument types
     `argtys`, as a ctypes-callable: a DirectKernel. Raises Unsupported."""
-    from numba.core import callconv, cgutils, types
-    from numba.core.compiler_lock import global_compiler_lock
     tree = ast.parse(source)
     fdef = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == fname), None)
     if fdef is None or fdef.args.vararg or fdef.args.kwarg or fdef.args.defaults or \
             len(fdef.args.args) != len(argtys):
         raise Unsupported("no such function, or not plain positional arguments")
-    _, typingctx, base = _numba()
+    typingctx, base = cpu_target.typing_context, cpu_target.target_context
     with global_compiler_lock:
         if not _CTX:
             typingctx.refresh()
@@ -110,9 +111,6 @@ def lower_kernel(source, namespace, fname, argtys, noalias=False):
 
 def key(source, argtys, noalias):
     """A lowered kernel's name: its source, argument types, options and the machine code's target."""
-    import hashlib
-    from llvmlite import binding as ll
-    from numba.core.registry import cpu_target
     text = repr((source, [str(t) for t in argtys], noalias, cpu_target.target_context.codegen().magic_tuple(),
                  ll.llvm_version_info))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
@@ -120,8 +118,6 @@ def key(source, argtys, noalias):
 
 def save(kernel, path):
     """Writes a lowered kernel's machine code (numba's serialized library) to `path`, atomically."""
-    import os
-    import pickle
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
         pickle.dump((kernel.entry, [str(t) for t in kernel.argtys], kernel.library.serialize_using_object_code()), f)
@@ -130,9 +126,6 @@ def save(kernel, path):
 
 def load(path, argtys):
     """The kernel `save` wrote to `path` (None if there is none, or not for these argument types)."""
-    import pickle
-    from numba.core.compiler_lock import global_compiler_lock
-    from numba.core.registry import cpu_target
     try:
         with open(path, "rb") as f:
             entry, tys, data = pickle.load(f)
@@ -148,9 +141,6 @@ def load(path, argtys):
 def _entry(ctx, module, inner, argtys, name):
     """`int32 name(args)`: an array as its data pointer and length, an int as int64, a float as double; calls
     the inner function with numba's array structures and returns its status (0: no error)."""
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.np.arrayobj import populate_array
     ll_args = []
     for t in argtys:
         if isinstance(t, types.Array):
@@ -181,25 +171,26 @@ class DirectKernel:
     """A lowered kernel: called with the numba kernel's arguments (1-d contiguous arrays, ints, floats)."""
 
     def __init__(self, library, entry, argtys):
-        from numba.core import types
         self.library, self.entry, self.argtys = library, entry, argtys     # (the library keeps the code alive)
         c_args = []
         for t in argtys:
             c_args += [ctypes.c_void_p, ctypes.c_int64] if isinstance(t, types.Array) else \
                 [ctypes.c_int64 if isinstance(t, types.Integer) else ctypes.c_double]
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *c_args)(library.get_pointer_to_function(entry))
-        self._arrays = [np.dtype(str(t.dtype)) if isinstance(t, types.Array) else None for t in argtys]
+        # per argument: an array's dtype, or the Python number type numba types as the argument's type
+        self._kinds = [np.dtype(str(t.dtype)) if isinstance(t, types.Array) else
+                       (int, np.integer) if isinstance(t, types.Integer) else (float, np.floating) for t in argtys]
 
     def __call__(self, *args):
         """Runs the kernel; raises Mismatch (before running) if an argument is not of the types it was lowered
         for (the caller then calls numba's dispatcher, which compiles what it needs)."""
         flat = []
-        for dt, a in zip(self._arrays, args):
-            if dt is None:
-                if isinstance(a, np.ndarray):
+        for kind, a in zip(self._kinds, args):
+            if type(kind) is tuple:
+                if not isinstance(a, kind) or isinstance(a, (bool, np.bool_)):
                     raise Mismatch()
                 flat.append(a)
-            elif type(a) is np.ndarray and a.dtype == dt and a.ndim == 1 and a.flags.c_contiguous:
+            elif type(a) is np.ndarray and a.dtype == kind and a.ndim == 1 and a.flags.c_contiguous:
                 flat += (a.ctypes.data, a.size)
             else:
                 raise Mismatch()
@@ -213,8 +204,6 @@ class Mismatch(Exception):
 
 class _Lowerer:
     def __init__(self, ctx, typingctx, namespace, fn, fdef, argtys):
-        from llvmlite import ir
-        self.ir = ir
         self.ctx, self.typingctx, self.ns, self.fn, self.fdef = ctx, typingctx, namespace, fn, fdef
         self.builder = ir.IRBuilder(fn.append_basic_block("entry"))
         self.vars = {}                  # name -> (alloca, numba type)
@@ -223,11 +212,9 @@ class _Lowerer:
             self._store(a.arg, v, t)
 
     def lower(self):
-        from numba.core import types
         self._block(self.fdef.body)
         if not self.builder.block.is_terminated:
             self.ctx.call_conv.return_value(self.builder, self.ctx.get_dummy_value())
-        del types
 
     # -- statements
     def _block(self, stmts):
@@ -237,7 +224,6 @@ class _Lowerer:
             self._stmt(s)
 
     def _stmt(self, s):
-        from numba.core import types
         if isinstance(s, ast.Assign):
             if len(s.targets) != 1:
                 raise Unsupported("chained assignment")
@@ -272,7 +258,6 @@ class _Lowerer:
             self.ctx.call_conv.return_value(self.builder, self.ctx.get_dummy_value())
         else:
             raise Unsupported(f"statement {type(s).__name__}")
-        del types
 
     def _assign(self, target, val, ty):
         if isinstance(target, ast.Name):
@@ -285,7 +270,6 @@ class _Lowerer:
             raise Unsupported("assignment target")
 
     def _store(self, name, val, ty):
-        from numba.core import types
         if name not in self.vars:
             with self.builder.goto_entry_block():
                 slot = self.builder.alloca(self.ctx.get_value_type(ty), name=name)
@@ -304,8 +288,6 @@ class _Lowerer:
         return self.builder.load(slot), ty
 
     def _for(self, s):
-        from numba.core import types
-        ir = self.ir
         it = s.iter
         if s.orelse or not isinstance(s.target, ast.Name) or not isinstance(it, ast.Call) or \
                 not isinstance(it.func, ast.Name) or self.ns.get(it.func.id, range) is not range or it.keywords:
@@ -344,24 +326,26 @@ class _Lowerer:
         b.position_at_end(end)
 
     def _int(self, node):
-        from numba.core import types
         v, t = self._expr(node)
         if not isinstance(t, types.Integer):
             raise Unsupported("range() of a non-integer")
         return self.ctx.cast(self.builder, v, t, types.int64)
 
     def _truth(self, node):
-        from numba.core import types
         v, t = self._expr(node)
         return self.ctx.cast(self.builder, v, t, types.boolean)
 
+    def _branch(self, test, name):
+        """Branches on `test`: the (then, else, end) blocks, none of them entered yet."""
+        b = self.builder
+        c = self._truth(test)
+        blocks = [b.append_basic_block(f"{name}.{part}") for part in ("then", "else", "end")]
+        b.cbranch(c, blocks[0], blocks[1])
+        return blocks
+
     def _if(self, s):
         b = self.builder
-        c = self._truth(s.test)
-        then = b.append_basic_block("if.then")
-        other = b.append_basic_block("if.else")
-        end = b.append_basic_block("if.end")
-        b.cbranch(c, then, other)
+        then, other, end = self._branch(s.test, "if")
         for blk, stmts in ((then, s.body), (other, s.orelse)):
             b.position_at_end(blk)
             self._block(stmts)
@@ -371,16 +355,8 @@ class _Lowerer:
 
     # -- expressions: (llvm value, numba type)
     def _expr(self, e):
-        from numba.core import types
         if isinstance(e, ast.Constant):
-            v = e.value
-            if isinstance(v, bool):
-                return self.ctx.get_constant(types.boolean, v), types.boolean
-            if isinstance(v, int):
-                return self.ctx.get_constant(types.int64, v), types.int64
-            if isinstance(v, float):
-                return self.ctx.get_constant(types.float64, v), types.float64
-            raise Unsupported(f"constant {v!r}")
+            return self._const(e.value)
         if isinstance(e, ast.Name):
             if e.id in self.vars:
                 return self._load(e.id)
@@ -427,7 +403,6 @@ class _Lowerer:
                 raise Unsupported("call of a variable")
             if e.id in self.ns:
                 return self.ns[e.id]
-            import builtins
             if hasattr(builtins, e.id):
                 return getattr(builtins, e.id)
             raise Unsupported(f"unknown name {e.id}")
@@ -439,7 +414,6 @@ class _Lowerer:
         return self._const(self._pyvalue(ast.Name(id=name)))
 
     def _const(self, v):
-        from numba.core import types
         if isinstance(v, (bool, np.bool_)):
             return self.ctx.get_constant(types.boolean, bool(v)), types.boolean
         if isinstance(v, int):
@@ -447,18 +421,13 @@ class _Lowerer:
         if isinstance(v, float):
             return self.ctx.get_constant(types.float64, v), types.float64
         if isinstance(v, (np.integer, np.floating)):
-            from numba.np.numpy_support import from_dtype
             t = from_dtype(v.dtype)
             return self.ctx.get_constant(t, v), t
         raise Unsupported(f"global value {type(v).__name__}")
 
     def _ifexp(self, e):
         b = self.builder
-        c = self._truth(e.test)
-        then = b.append_basic_block("ifx.then")
-        other = b.append_basic_block("ifx.else")
-        end = b.append_basic_block("ifx.end")
-        b.cbranch(c, then, other)
+        then, other, end = self._branch(e.test, "ifx")
         b.position_at_end(then)
         v1, t1 = self._expr(e.body)
         then_end = b.block
@@ -481,7 +450,6 @@ class _Lowerer:
         return phi, ty
 
     def _resolve(self, fn, argtys):
-        from numba.core import types
         try:
             if isinstance(fn, types.Type) or getattr(fn, "__module__", None) in ("_operator", "operator"):
                 key = fn                    # (operators: numba's typing and lowering take the function itself)
