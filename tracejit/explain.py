@@ -369,6 +369,9 @@ def explain(fn, *args, backend=None, requires_grad="auto", **kwargs):
                          f"{c1[0] - c0[0] + helped}" + (f" ({helped} of them in forked helper processes)"
                                                        if helped else "")))
         ex.cache.append(("kernels loaded from the disk cache for this trace", c1[1] - c0[1] - helped))
+        if c1[3] > c0[3]:
+            ex.cache.append(("kernels lowered by direct.py for this trace (they run until numba's kernels, "
+                             "compiled in the background, are ready)", c1[3] - c0[3]))
     for pname, _, fn_, _ in progs:
         if getattr(fn_, "plan", None) is not None:
             ex.cache.append((f"{pname}: intermediate buffers", fn_.plan.summary()))
@@ -390,17 +393,20 @@ def _tensors(out):
 
 
 def _compile_counts():
-    """(kernels compiled here, loaded from the disk cache, compiled by forked helpers) so far in this process."""
+    """(kernels compiled here, loaded from the disk cache, compiled by forked helpers, direct kernels lowered or
+    loaded) so far in this process."""
+    try:
+        from .backends.numba_cpu.executor import compile_stats
+        s = compile_stats()
+        direct = s["direct"] + s["direct_loaded"]
+    except Exception:
+        s, direct = None, 0
     try:
         from .backends import diskcache
-        return diskcache.compile_count(), diskcache.cache_hit_count(), diskcache._STATS["compiled_by_helpers"]
+        return (diskcache.compile_count(), diskcache.cache_hit_count(), diskcache._STATS["compiled_by_helpers"],
+                direct)
     except Exception:
-        try:
-            from .backends.numba_cpu.executor import compile_stats
-            s = compile_stats()
-            return s["compiled"], s["loaded"], 0
-        except Exception:
-            return None
+        return None if s is None else (s["compiled"], s["loaded"], 0, direct)
 
 
 def _disk_info():

@@ -508,7 +508,7 @@ def _lower_all(firsts, jobs):
             if k is None:
                 jobs.append((name, serial, args, 0))
             else:
-                _first(k, serial, calls)
+                _first(k, serial, calls, key)
                 fronted.append((name, serial, args))
     return fronted
 
@@ -517,8 +517,9 @@ def _unsupported(e):
     logging.getLogger("tracejit").debug("tracejit: numba compiles a kernel direct.py does not lower: %s", e)
 
 
-def _first(first, serial, calls):
-    """The direct kernel `first` in front of `calls` until numba's `serial` is ready."""
+def _first(first, serial, calls, key):
+    """The direct kernel `first` in front of `calls` until numba's `serial` is ready (then dropped from _DIRECT:
+    a later program finds numba's kernel in the cache)."""
     numba_call = calls[0]
     if _CHECK_DIRECT:
         first = _checked(first, serial)
@@ -526,6 +527,7 @@ def _first(first, serial, calls):
     def call(*a):
         if workers.ready(serial):
             calls[0] = numba_call
+            _DIRECT.pop(key, None)
             return numba_call(*a)
         try:
             return first(*a)
