@@ -149,7 +149,7 @@ class CompiledGraph:
         for dt, length in ks.scratch:
             scratch.append(self._nslots + 2 * len(self._buf_specs))
             self._buf_specs.append((np.dtype(dt), (length,), None, at))
-        calls = [disp]      # what the steps call: warm_kernels may put a direct kernel first (_first_calls)
+        calls = [disp]      # what the steps call: warm_kernels may put a direct kernel first (_first)
         self._pending.append((name, self.kernels[-1][2], n, ks, mod, calls))    # (the variant for now)
         # 1-d operands go to the kernel as they are (reshape(-1) of a 1-d array is the same array, ~0.1 us);
         # those not made by a kernel (arguments, cotangents, numpy ops' results) may be views: see _operand
@@ -465,7 +465,7 @@ def _lower_all(firsts, jobs):
             continue
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-        except OSError:
+        except (OSError, TypeError, ValueError):     # (no folder: lowered here, kept in memory only)
             path = None
         todo.append(((key, lower, path, argtys, size), users))
 

@@ -20,6 +20,10 @@ the disk cache; each call takes a variant only once it is `ready` (its cache ind
 ended without it: then the caller compiles it at that call). Both variants give the same bits (rows and chunks are
 split into tasks, not reordered), so the switch changes no result.
 
+The same queue shares out direct.py's lowering of a program's kernels (`fork_compile(jobs, run)`: a helper leaves
+each lowered kernel's machine code beside the kernel modules); numba's own serial kernels then go to the background
+helper too, ahead of the prange variants, and calls run the direct kernels until they are `ready`.
+
 A kernel module that sets VECTOR_INTERLEAVE (codegen.INTERLEAVE: loops of vmath calls) compiles inside
 `vector_interleave`, here and in the caller.
 """
