@@ -6,8 +6,10 @@ step, whose 13 kernels are mostly BatchNorm row kernels):
 - fresh install (the CNN step): as cold, and numba's cache of the library's own kernels (kernels/cpu) empty too,
   as after an install or on another CPU (`tracejit precompile` fills it once; cold assumes it filled);
 - cold: a fresh Python process with an empty TRACEJIT_CACHE_DIR; the first call traces, runs the passes,
-  generates the kernels and has numba compile them (in parallel: forked helpers on the spare cores compile
-  some into the cache, see tracejit/backends/numba_cpu/workers.py; TRACEJIT_COMPILE_WORKERS=0 for one process);
+  generates the kernels and lowers them with tracejit/backends/numba_cpu/direct.py (in parallel: forked helpers
+  on the spare cores take a share, see workers.py), while a background helper has numba compile them into the
+  cache (TRACEJIT_DIRECT_KERNELS=0: numba compiles them for the first call; TRACEJIT_COMPILE_WORKERS=0: one
+  process, numba's compile); the steady call of that process is timed right after, on what runs by then;
 - disk cache: a second fresh process with the same cache folder (numba loads the machine code);
 - warm retrace: in a process that has already compiled it, `tracejit.trace` of a new function object with
   the same body (tracing + passes + code generation; the kernel modules are found in memory);
@@ -119,6 +121,8 @@ if SYSTEM == "tracejit":
         from tracejit.backends import diskcache
         info = diskcache.cache_info()
         res["cache"] = {k: info.get(k) for k in ("entries", "compiled", "cache_hits", "compiled_by_helpers")}
+        from tracejit.backends.numba_cpu.executor import compile_stats
+        res["cache"]["direct"] = compile_stats()["direct"]
     except Exception:
         pass
 res["process"] = time.perf_counter() - t0
@@ -190,8 +194,9 @@ def _row(work, system, runs, key="first", baseline="tracejit cold"):
     if "cache" in runs[-1] and key == "first":
         c = runs[-1]["cache"]
         h = c.get("compiled_by_helpers") or 0
-        note += (f", numba compiled {c.get('compiled')} kernels in the process and {h} in forked helpers, "
-                 f"loaded {(c.get('cache_hits') or 0) - h} from an earlier process")
+        note += (f", direct.py lowered {c.get('direct') or 0} kernels, numba compiled {c.get('compiled')} in the "
+                 f"process and {h} in forked helpers, loaded {(c.get('cache_hits') or 0) - h} from an earlier "
+                 f"process")
     return H.summarize("compile_latency", work, system, SIZES[work], xs,
                        baseline=baseline, note=note)
 
