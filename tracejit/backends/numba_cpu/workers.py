@@ -55,10 +55,11 @@ def max_helpers():
 
 
 def _needs_compiling(disp):
-    """Not compiled in this process, cached on disk by numba (a helper's work reaches us), and no cache index
-    there yet (then it was compiled before, by some process)."""
+    """Not compiled in this process, cached on disk by numba (a helper's work reaches us), and not in that cache
+    yet, whole (numba writes an entry's index before its data: a process that finds the index alone would compile
+    it at its first call)."""
     cf = getattr(getattr(disp, "_cache", None), "_cache_file", None)
-    return not disp.signatures and cf is not None and not os.path.exists(cf._index_path)
+    return not disp.signatures and cf is not None and not _written(cf)
 
 
 def fork_compile(jobs, run=None):
