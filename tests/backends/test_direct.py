@@ -190,3 +190,20 @@ def test_helpers_lower_in_parallel_and_the_next_process_loads_them(tmp_path):
     assert second["direct"] == 0 and second["compiled"] == 0, second
     assert second["direct_loaded"] + second["loaded"] >= first["direct"], second
     assert (first["loss"], first["g"]) == (second["loss"], second["g"])
+
+
+def test_a_damaged_or_foreign_direct_file_is_lowered_again(tmp_path):
+    from numba.core import types
+    f32, f64 = types.Array(types.float32, 1, "C"), types.Array(types.float64, 1, "C")
+    argtys = (f32, f32, f32, types.int64, f64)
+    k, _ = _lowered(argtys)
+    key = k.entry.rsplit("_", 1)[1]
+    path = str(tmp_path / f"tj_direct_{key}.bin")
+    direct.save(k, path)
+    assert direct.load(path, key, argtys).entry == k.entry
+    assert direct.load(path, "0" * 24, argtys) is None                  # another kernel's file under this name
+    assert direct.load(path, key, argtys[:-1] + (f32,)) is None         # other argument types
+    blob = open(path, "rb").read()
+    for bad in (blob[:len(blob) // 2], b"", os.urandom(len(blob)), blob[:40] + b"x" + blob[41:]):
+        open(path, "wb").write(bad)
+        assert direct.load(path, key, argtys) is None

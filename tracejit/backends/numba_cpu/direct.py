@@ -19,6 +19,7 @@ import ast
 import builtins
 import ctypes
 import hashlib
+import logging
 import operator
 import os
 import pickle
@@ -117,21 +118,40 @@ def key(source, argtys, noalias):
 
 
 def save(kernel, path):
-    """Writes a lowered kernel's machine code (numba's serialized library) to `path`, atomically."""
+    """Writes a lowered kernel's machine code (numba's serialized library) to `path`, atomically: a checksum, then
+    the pickled (entry name, argument types, library)."""
+    payload = pickle.dumps((kernel.entry, [str(t) for t in kernel.argtys],
+                            kernel.library.serialize_using_object_code()))
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump((kernel.entry, [str(t) for t in kernel.argtys], kernel.library.serialize_using_object_code()), f)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(hashlib.sha256(payload).digest() + payload)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
-def load(path, argtys):
-    """The kernel `save` wrote to `path` (None if there is none, or not for these argument types)."""
+def load(path, key, argtys):
+    """The kernel `save` wrote to `path` for `key` (its name ends with the key) and these argument types; None if
+    there is none, or the file is not that (truncated, garbage, another kernel's: logged, lowered again)."""
     try:
         with open(path, "rb") as f:
-            entry, tys, data = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+            blob = f.read()
+    except OSError:
         return None
-    if tys != [str(t) for t in argtys]:
+    try:
+        if hashlib.sha256(blob[32:]).digest() != blob[:32]:
+            raise ValueError("checksum")
+        entry, tys, data = pickle.loads(blob[32:])
+        if not entry.endswith("_" + key) or tys != [str(t) for t in argtys]:
+            raise ValueError("another kernel's")
+    except Exception as e:
+        logging.getLogger("tracejit").warning("tracejit: the direct kernel file %s is damaged (%s); lowering it "
+                                              "again", path, e)
         return None
     with global_compiler_lock:
         library = cpu_target.target_context.codegen().unserialize_library(data)

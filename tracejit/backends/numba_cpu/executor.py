@@ -446,8 +446,8 @@ def _direct_job(mod, ks, args):
     def lower():
         with workers.vector_interleave(serial):
             return direct.lower_kernel(ks.code, mod.__dict__, "kernel", argtys, noalias=noalias)
-    folder = os.path.dirname(getattr(mod, "__file__", "") or "")      # (beside the kernel module: None if uncached)
-    return key, lower, folder and os.path.join(folder, "direct", key + ".bin"), argtys, len(ks.code)
+    folder = os.path.dirname(getattr(mod, "__file__", "") or "")      # (beside the kernel module: "" if uncached)
+    return key, lower, folder and os.path.join(folder, f"tj_direct_{key}.bin"), argtys, len(ks.code)
 
 
 def _lower_all(firsts, jobs):
@@ -458,22 +458,24 @@ def _lower_all(firsts, jobs):
     for (key, lower, path, argtys, size), users in firsts:
         if key in _DIRECT:
             continue
-        k = path and direct.load(path, argtys)
+        k = path and direct.load(path, key, argtys)
         if k:
             _DIRECT[key] = k
             _STATS["direct_loaded"] += 1
             continue
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        except (OSError, TypeError, ValueError):     # (no folder: lowered here, kept in memory only)
-            path = None
         todo.append(((key, lower, path, argtys, size), users))
 
-    def run(i):
+    def run(i):         # (in a helper)
         (key, lower, path, _, _), _ = todo[i]
         try:
             direct.save(lower(), path)
         except direct.Unsupported:
+            pass
+
+    def save(k, path):
+        try:
+            direct.save(k, path)
+        except OSError:         # (a read-only or full cache folder: the next process lowers it again)
             pass
 
     claim, wait = workers.fork_compile([(d[0], None, d[4]) for d, _ in todo], run=run) \
@@ -488,17 +490,22 @@ def _lower_all(firsts, jobs):
                 _STATS["direct"] += 1
             except direct.Unsupported as e:
                 _unsupported(e)
+                continue
+            if path:
+                save(_DIRECT[key], path)
     finally:
         wait()
     for i, ((key, lower, path, argtys, _), _) in enumerate(todo):
         if i not in mine:
-            k = path and direct.load(path, argtys)
+            k = path and direct.load(path, key, argtys)
             if not k:
                 try:
                     k = lower()
                 except direct.Unsupported as e:
                     _unsupported(e)
                     continue
+                if path:
+                    save(k, path)
             _DIRECT[key] = k
             _STATS["direct"] += 1
     fronted = []
