@@ -274,6 +274,11 @@ def _poll(state):
 def _helper(sigs):
     warnings.simplefilter("ignore")
     sys.stdout = sys.stderr = open(os.devnull, "w")
+    # the process's own stdout and stderr too: a helper that outlives the caller (the background one) would keep
+    # a pipe the caller writes to open, and `python train.py | tee log` would wait for it
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
     for disp, sig in sigs:
         if callable(disp) and not hasattr(disp, "compile"):     # fork_compile's `run`
             disp(sig)
