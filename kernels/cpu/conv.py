@@ -200,9 +200,9 @@ def _chunked(limit, positions, *arrays):
 def _images_on_threads(macs, *arrays):
     """_blas's arguments where numba has several threads and one image's product (`macs` multiply-adds) is below
     OpenBLAS's own threading size (blas.ONE_THREAD_MACS: it runs on the calling thread), so that the images'
-    products can be shared among numba's threads; else None. A 1x1 strided 16->32 convolution of 64 16x16 images at two threads:
-    the batch's one product (threaded by OpenBLAS) and its transposing copy 0.16-0.22 ms, one product per image on
-    one thread 0.11-0.12 (AMD EPYC znver4)."""
+    products can be shared among numba's threads; else None. A 1x1 strided 16->32 convolution of 64 16x16 images
+    at two threads: the batch's one product (threaded by OpenBLAS) and its transposing copy 0.16-0.22 ms, one
+    product per image on one thread 0.11-0.12 (AMD EPYC znver4)."""
     from .blas import ONE_THREAD_MACS, gemm_address
     dt = arrays[0].dtype
     if macs >= ONE_THREAD_MACS or numba.get_num_threads() < 2 or dt not in (np.float32, np.float64) or \

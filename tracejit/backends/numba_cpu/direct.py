@@ -32,6 +32,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import cpu_target
 from numba.np.arrayobj import populate_array
 from numba.np.numpy_support import from_dtype
+from numba import typeof
 
 __all__ = ["DirectKernel", "Mismatch", "Unsupported", "arg_types", "key", "load", "lower_kernel", "save"]
 
@@ -54,21 +55,15 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_
 
 
 def arg_types(args):
-    """numba's types of a kernel call's arguments: 1-d C-contiguous arrays, ints and floats only."""
+    """numba's types of a kernel call's arguments (numba.typeof, as its dispatcher types them): 1-d C-contiguous
+    writable arrays, int64 and float64 scalars only."""
     out = []
     for a in args:
-        if isinstance(a, np.ndarray):
-            if a.ndim != 1 or not a.flags.c_contiguous:
-                raise Unsupported("arrays other than 1-d contiguous")
-            out.append(types.Array(from_dtype(a.dtype), 1, "C"))
-        elif isinstance(a, (bool, np.bool_)):
-            raise Unsupported("bool argument")
-        elif isinstance(a, (int, np.integer)):
-            out.append(types.int64)
-        elif isinstance(a, (float, np.floating)):
-            out.append(types.float64)
-        else:
-            raise Unsupported(f"argument of type {type(a).__name__}")
+        t = typeof(a)
+        if not (isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C" and t.mutable or
+                t in (types.int64, types.float64)):
+            raise Unsupported(f"argument of type {t}")
+        out.append(t)
     return tuple(out)
 
 
@@ -195,19 +190,18 @@ class DirectKernel:
         c_args = []
         for t in argtys:
             c_args += [ctypes.c_void_p, ctypes.c_int64] if isinstance(t, types.Array) else \
-                [ctypes.c_int64 if isinstance(t, types.Integer) else ctypes.c_double]
+                [ctypes.c_int64 if t == types.int64 else ctypes.c_double]
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *c_args)(library.get_pointer_to_function(entry))
-        # per argument: an array's dtype, or the Python number type numba types as the argument's type
-        self._kinds = [np.dtype(str(t.dtype)) if isinstance(t, types.Array) else
-                       (int, np.integer) if isinstance(t, types.Integer) else (float, np.floating) for t in argtys]
+        # per argument: an array's dtype, or the scalar's numba type
+        self._kinds = [np.dtype(str(t.dtype)) if isinstance(t, types.Array) else t for t in argtys]
 
     def __call__(self, *args):
         """Runs the kernel; raises Mismatch (before running) if an argument is not of the types it was lowered
         for (the caller then calls numba's dispatcher, which compiles what it needs)."""
         flat = []
         for kind, a in zip(self._kinds, args):
-            if type(kind) is tuple:
-                if not isinstance(a, kind) or isinstance(a, (bool, np.bool_)):
+            if isinstance(kind, types.Type):
+                if isinstance(a, np.ndarray) or typeof(a) != kind:
                     raise Mismatch()
                 flat.append(a)
             elif type(a) is np.ndarray and a.dtype == kind and a.ndim == 1 and a.flags.c_contiguous:
