@@ -64,21 +64,27 @@ def rmin(t, n):
     return m
 
 
-@intrinsic
-def prefetch(typingctx, a, i):
-    """Asks the core to fetch the cache line of a[i] (a 1-d array) into the cache, for reading soon; no effect
-    on the result. Row kernels over segments (a batch-norm's channel: one segment per image, far apart in
-    memory) fetch the segment after next while they work on one: each new segment started a new stream the
-    hardware prefetcher needed a few lines to follow."""
-    if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
-        return None
+def _prefetcher(write, locality):
+    @intrinsic
+    def fetch(typingctx, a, i):
+        if not isinstance(a, types.Array) or a.ndim != 1 or not isinstance(i, types.Integer):
+            return None
 
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type],
-                                              ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]))
-        builder.call(fn, [ptr, i32(0), i32(3), i32(1)])          # read, keep in all levels, data
-        return context.get_dummy_value()
-    return types.none(a, i), codegen
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type],
+                                                  ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]))
+            builder.call(fn, [ptr, i32(write), i32(locality), i32(1)])          # (1: data, not code)
+            return context.get_dummy_value()
+        return types.none(a, i), codegen
+    return fetch
+
+
+# prefetch(a, i) asks the core to fetch the cache line of a[i] (a 1-d array) into every cache level, for reading
+# soon; no effect on the result. Row kernels over segments (a batch-norm's channel: one segment per image, far apart
+# in memory) fetch the segment after next while they work on one: each new segment started a new stream the
+# hardware prefetcher needed a few lines to follow. prefetch_l2: into the outer levels only (data wanted in a few
+# microseconds, not displacing what is in use now); prefetch_write: a line about to be written (no shared copy).
+prefetch, prefetch_l2, prefetch_write = _prefetcher(0, 3), _prefetcher(0, 2), _prefetcher(1, 2)
