@@ -485,7 +485,7 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, outs):
     O, OH, OW) times the columns, as its transpose (K, O): tiles of (K rows x 16 channels) added into a (K, O
     rounded up to 16) sum, g laid out as (positions, O rounded up, zeros beyond O) a block at a time. With at least
     MR input channels a tile's rows are MR channels at one kernel tap, read in place from the planes (blocks of images of
-    ~256 positions from the part's first, the reduction over (image, row, column) with the row's OW columns
+    up to 256 positions and 16 KB from the part's first, the reduction over (image, row, column) with the row's OW columns
     unrolled where OW is 16, 8 or 4); with fewer, rows of a panel of WIDE positions (`_panel`: a 3-channel input
     would fill a tile's rows poorly). A part gives the same bits computed here or as a slice of the batch on its
     own. In place vs panels, 64x16x16x16 input, 16 output channels: 0.94 vs 1.16 ms; 32 channels 8x8: 0.94 vs
@@ -498,7 +498,10 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, outs):
     inplace = C >= MR
     src, img = xp.reshape(-1), C * S * Hp * Wq
     a_s, a_r, b_s = (img, sh * Wq, 1), S * Hp * Wq, (P * O16, OW * O16, O16)
-    nb = max(1, 256 // P) if inplace else 0            # images per block in place
+    # images per block in place: up to 256 positions, and no more than 16 KB of planes (they stay in L1 over the
+    # block's 9 taps; 256 positions alone made blocks of 83-205 KB in the strided layers: the 16 -> 32 channel
+    # layer's weight gradient 0.58 -> 0.51 ms, 32 -> 64 0.61 -> 0.56, one thread, AMD EPYC znver4; the same bits)
+    nb = max(1, min(256 // P, 4096 // img)) if inplace else 0
     gf = g.reshape(-1)
     for part in prange(parts):
         lo, hi = N * part // parts, N * (part + 1) // parts
