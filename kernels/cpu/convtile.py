@@ -488,8 +488,8 @@ def _weight_grad(xp, g, kh, kw, sh, dh, dw, outs):
     images of up to 256 positions and 16 KB from the part's first, the reduction over (image, row, column) with
     the row's OW columns unrolled where OW is 16, 8 or 4); with fewer, rows of a panel of WIDE positions (`_panel`:
     a 3-channel input would fill a tile's rows poorly). A part gives the same bits computed here or as a slice of
-    the batch on its own. In place vs panels, 64x16x16x16 input, 16 output channels: 0.94 vs 1.16 ms; 32 channels 8x8: 0.94 vs
-    0.98; 3 channels: 0.52 vs 0.35 (one thread, AMD EPYC znver3)."""
+    the batch on its own. In place vs panels, 64x16x16x16 input, 16 output channels: 0.94 vs 1.16 ms; 32
+    channels 8x8: 0.94 vs 0.98; 3 channels: 0.52 vs 0.35 (one thread, AMD EPYC znver3)."""
     N, O, OH, OW = g.shape
     C, S, Hp, Wq = xp.shape[1], xp.shape[2], xp.shape[3], xp.shape[4]
     P, K, kk, parts = OH * OW, outs.shape[2], kh * kw, outs.shape[0]
