@@ -207,7 +207,8 @@ def test_a_relu_mask_of_short_segments_is_read_through_a_float_copy():
 
 def test_segmented_rows_prefetch_each_input_once():
     """A batch norm + ReLU backward over segments (one per image): the first pass to read each full input
-    prefetches its segment two on (one line at a time), no later pass does; the numbers equal eager's."""
+    prefetches its segment two on (one line at a time), no later pass does, in the serial kernel and in its
+    prange variant alike; the numbers equal eager's."""
     x = tracejit.randn(6, 3, 8, 8, requires_grad=True)
     traced_equals_eager(_bn_step(3, relu=True), x, [(1e-5, 1e-5), (1e-4, 1e-4)])
     tf = tracejit.trace(_bn_step(3, relu=True), backend="numba")
@@ -215,10 +216,10 @@ def test_segmented_rows_prefetch_each_input_once():
     codes = [ks.code for _, ks, _ in tf.graph(x).entry.fwd_fn.kernels if ks.mode == "rows"]
     assert codes and all("pfb = ((l + 2) * R + r) * T" in c for c in codes)
     for c in codes:
-        serial = c[:c.index("def kernel_par")]
-        fetched = re.findall(r"prefetch\((in\d+), pfb \+ c\)", serial)
-        assert fetched and len(fetched) == len(set(fetched))
-        assert set(fetched) <= set(re.findall(r"(in\d+)\[np\.uint64\(b \+ c\)\]", serial))
+        for fn in (c[:c.index("def kernel_par")], c[c.index("def kernel_par"):]):
+            fetched = re.findall(r"prefetch_l2\((in\d+), pfb \+ c\)", fn)
+            assert fetched and len(fetched) == len(set(fetched))
+            assert set(fetched) <= set(re.findall(r"(in\d+)\[np\.uint64\(b \+ c\)\]", fn))
 
 
 def test_rows_longer_than_the_scratch_limit_are_not_row_kernels():

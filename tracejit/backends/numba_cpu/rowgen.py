@@ -33,7 +33,9 @@ SEGMENTED_PAR_WEIGHT = 8
 # segments ahead a segmented row's first pass over an input prefetches (0: none). The ResNet bench step's 14
 # batch-norm row kernels, in place, one process, variants alternated over 60 rounds: one thread 4.01 ms without,
 # 3.70 at 2 segments ahead, 3.81 at 4; two threads 3.11 / 3.13 / 3.15 (AMD EPYC znver4). One such kernel alone,
-# its data flushed from the caches first: 0.62-0.78 -> 0.51-0.66 ms
+# its data flushed from the caches first: 0.62-0.78 -> 0.51-0.66 ms. Into the outer caches (prefetch_l2) rather
+# than every level, and in the prange variant too (it had none): that kernel flushed 0.76 -> 0.71 ms serial, 0.68
+# -> 0.58 at two threads, in the caches 0.40 / 0.23 either way (one process, alternated, AMD EPYC znver4)
 PREFETCH_AHEAD = 2
 
 
@@ -267,13 +269,14 @@ class _RowKernel:
             return []
         return [f"    if l + {PREFETCH_AHEAD} < L:", f"        pfb = ((l + {PREFETCH_AHEAD}) * R + r) * T"] + \
             [f"        for c in range(0, T, {max(1, 64 // self.ins[j].dtype.np.itemsize)}):\n"
-             f"            prefetch(in{j}, pfb + c)" for j in fresh]
+             f"            prefetch_l2(in{j}, pfb + c)" for j in fresh]
 
     def kernel_fn(self, fname, rng, flags):
         kp_arg, kp_unpack = param_args(self.params)
         sig = ", ".join([f"in{j}" for j in range(len(self.ins))] + [t for t, _ in self.scratch]
                         + [f"out{k}" for k in range(len(self.outs))] + ["R", "L", "T"] + kp_arg)
         rb = ROWS_PER_BLOCK
+        self.fetched = set()        # (each of the two functions prefetches in its own first passes)
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + self.head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         if rng != "range":       # threads: each task its own rows
@@ -296,7 +299,7 @@ class _RowKernel:
                  f"{R} rows x {N} ({L} segments of {T}; {outs[0].dtype.short}), {self.npass} passes over each row")
         code = module_code(self.consts, [self.kernel_fn("kernel", "range", base),
                                          self.kernel_fn("kernel_par", "numba.prange", base + ", parallel=True")],
-                           ["from tracejit.kernels.cpu.rows import prefetch, rmax, rmaximum, rmin, rsum, rsumsq  "
+                           ["from tracejit.kernels.cpu.rows import prefetch_l2, rmax, rmaximum, rmin, rsum, rsumsq  "
                             "# noqa: F401  (reduce a scratch row)"])
         ks = KernelSource(name, title, self.node, code, "rows", self.in_kinds, (R, L, T), R * N, self.params,
                           [(dt, T if t in self.segmented else N) for t, dt in self.scratch])
