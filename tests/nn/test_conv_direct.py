@@ -79,7 +79,11 @@ def test_direct_convolution_matches_float64_sums(N, C, H, W, O, kernel, stride, 
     assert taken == ((OW % 16 == 0 or 16 % OW == 0) and kernel != (1, 1))   # not: rows of 20, 1x1
     if taken:
         tol = dict(rtol=1e-4, atol=1e-4 * np.sqrt(C * kernel[0] * kernel[1]))
-        np.testing.assert_allclose(convtile.forward(x, w, b, stride, padding, dilation), y, **tol)
+        y1 = convtile.forward(x, w, b, stride, padding, dilation)      # (planes filled image by image inside)
+        np.testing.assert_allclose(y1, y, **tol)
+        # the planes copied first (conv_planes' node, then conv2d_from_planes): the same bits
+        xp = convtile.planes(x, stride, padding)
+        np.testing.assert_array_equal(convtile.forward_from_planes(xp, w, b, stride, dilation, (OH, OW)), y1)
         np.testing.assert_allclose(convtile.weight_grad(x, g, w.shape, stride, padding, dilation), gw,
                                    rtol=1e-4, atol=1e-4 * np.sqrt(N * OH * OW))
     if convtile.direct_input_grad(np.float32, 1, stride, padding, dilation, kernel, (H, W)):
@@ -135,8 +139,8 @@ def test_which_convolutions_run_direct():
 
 def test_traced_resnet_layer_convolves_in_place():
     """A float32 3x3 'same' convolution of a traced training step needs no columns: no conv_columns node (the
-    BLAS path's shared im2col) is left in the compiled graph; the forward and the weight gradient read one
-    padded copy of x (conv_planes); its numbers equal eager's."""
+    BLAS path's shared im2col) is left in the compiled graph; the forward fills one padded copy of x as it goes
+    (conv2d_planes_forward) and the weight gradient reads it; its numbers equal eager's."""
     rng = np.random.default_rng(0)
     x = tj.tensor(rng.standard_normal((4, 8, 16, 16)).astype(np.float32))
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
@@ -155,15 +159,15 @@ def test_traced_resnet_layer_convolves_in_place():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
     graph = traced.graph(x, tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
     names = [n.op.name for n in graph.nodes]
-    assert "conv_columns" not in names and names.count("conv_planes") == 1, names
-    assert "conv2d_from_planes" in names and "conv2d_weight_grad_from_planes" in names, names
+    assert "conv_columns" not in names and "conv_planes" not in names, names
+    assert names.count("conv2d_planes_forward") == 1 and "conv2d_weight_grad_from_planes" in names, names
     assert "conv2d" not in names and "conv2d_backward_weight" not in names, names
 
 
 @pytest.mark.parametrize("stride", [1, 2])
 def test_traced_conv_gradients_equal_eager(stride, threads):
-    """A direct convolution whose input needs a gradient, traced: the forward and the weight gradient read one
-    padded copy of the input (conv_planes); the numbers equal eager's."""
+    """A direct convolution whose input needs a gradient, traced: the weight gradient reads the padded copy of the
+    input the forward filled (conv2d_planes_forward); the numbers equal eager's."""
     rng = np.random.default_rng(stride)
     x0 = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
@@ -181,7 +185,7 @@ def test_traced_conv_gradients_equal_eager(stride, threads):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
     graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
     names = [n.op.name for n in graph.nodes]
-    assert names.count("conv_planes") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
+    assert names.count("conv2d_planes_forward") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
     assert names.count("conv2d_backward_input") == 1, names
 
 
@@ -239,7 +243,8 @@ _ASM_512 = """
 import json, re, numba, numpy as np
 from tracejit.kernels.cpu import convtile, vector_info
 xp = np.zeros((2, 16, 1, 18, 18), np.float32)
-args = (xp, np.zeros((16, 144), np.float32), np.zeros(0, np.float32), 3, 3, 1, 1, 1, np.zeros((2, 16, 16, 16), np.float32))
+args = (np.zeros((0, 0, 0, 0), np.float32), 0, 0, xp, np.zeros((16, 144), np.float32), np.zeros(0, np.float32),
+        3, 3, 1, 1, 1, np.zeros((2, 16, 16, 16), np.float32))
 sig = tuple(numba.typeof(a) for a in args)
 convtile._forward.compile(sig)              # compiled only: this CPU may not run AVX-512
 asm = convtile._forward.inspect_asm(sig)

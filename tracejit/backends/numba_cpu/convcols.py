@@ -1,8 +1,10 @@
 """A convolution's input, copied once: `conv2d(x, w)` and `conv2d_backward_weight(x, g)` of a traced training step
 both begin by copying x, into the (C*kh*kw, N, OH, OW) column matrix of kernels/cpu/conv.py (im2col) or, for the
 convolutions kernels/cpu/convtile.py computes in place, into its zero-padded column planes; this lowering makes
-the copy one `conv_columns` (`conv_planes`) node that both read. In the CNN bench's second convolution (64x16x8x8
-input, 3x3) the columns are 0.48 ms of the forward's 1.0 ms and of the weight gradient's 1.25; the planes of the
+the copy one `conv_columns` (`conv_planes`) node that both read; a direct convolution's forward makes the planes
+itself (`conv2d_planes_forward`: image by image on the thread that reads them) and returns them for the weight
+gradient. In the CNN bench's second convolution (64x16x8x8 input, 3x3) the columns are 0.48 ms of the forward's
+1.0 ms and of the weight gradient's 1.25; the planes of the
 ResNet bench's 64x16x16x16 input 0.063 ms (0.090 at stride 2), beside its direct forward's 0.9 and weight
 gradient's 0.9 (one thread, AMD EPYC znver3).
 A backend lowering after autodiff (the new nodes have no derivative), like gemm.py; the interpreter backend keeps
@@ -13,7 +15,8 @@ copied twice as before.
 import numpy as np
 
 from tracejit.kernels.cpu.conv import conv_out_size, forward_from_columns, input_columns, weight_grad_from_columns
-from tracejit.kernels.cpu.convtile import direct, forward_from_planes, planes, weight_grad_from_planes
+from tracejit.kernels.cpu.convtile import (direct, forward_from_planes, planes, planes_and_forward,
+                                           weight_grad_from_planes)
 from ...ir.graph import Value
 from ...ops.registry import AVal, Op
 from ...passes.rewrite import Rewriter
@@ -54,6 +57,14 @@ CONV_FROM_PLANES = Op("conv2d_from_planes", lambda xp, w, b=None, stride=None, d
                       forward_from_planes(xp, w, b, stride, dilation, out_size),
                       lambda xp, w, b=None, stride=None, dilation=None, out_size=None:
                       AVal((xp.shape[0], w.shape[0]) + tuple(out_size), xp.dtype), None, kind="other", saves="")
+# the forward convolution that fills the planes itself, image by image on the thread that reads them, and returns
+# them for the weight gradient
+CONV_PLANES_FORWARD = Op("conv2d_planes_forward",
+                         lambda x, w, b=None, stride=None, padding=None, dilation=None, out_size=None:
+                         planes_and_forward(x, w, b, stride, padding, dilation, out_size),
+                         lambda x, w, b=None, stride=None, padding=None, dilation=None, out_size=None:
+                         (_planes_meta(x, stride, padding), AVal((x.shape[0], w.shape[0]) + tuple(out_size), x.dtype)),
+                         None, kind="other", saves="", nout=2)
 WEIGHT_GRAD_FROM_PLANES = Op("conv2d_weight_grad_from_planes", weight_grad_from_planes,
                              lambda xp, g, weight_shape, stride, dilation: AVal(weight_shape, xp.dtype), None,
                              kind="other", saves="")
@@ -122,6 +133,13 @@ def shared_columns(g):
         k = key(n)
         if k is None or count[k] < 2:
             r.copy(n)
+            continue
+        if k not in cols and k[6] and n.op.name == "conv2d":
+            o = n.outputs[0]
+            attrs = dict(stride=k[3], padding=k[4], dilation=k[5], out_size=tuple(o.shape[2:]))
+            cols[k], y = r.g.add_node(CONV_PLANES_FORWARD, [r.get(v) for v in n.inputs], attrs,
+                                      [_planes_meta(n.inputs[0], k[3], k[4]), AVal(o.shape, o.dtype)])
+            r.alias(o, y)
             continue
         if k not in cols:
             (cols[k],) = shared(n.inputs[0], k)
