@@ -82,9 +82,9 @@ def _prefetcher(write, locality):
     return fetch
 
 
-# prefetch(a, i) asks the core to fetch the cache line of a[i] (a 1-d array) into every cache level, for reading
-# soon; no effect on the result. Row kernels over segments (a batch-norm's channel: one segment per image, far apart
-# in memory) fetch the segment after next while they work on one: each new segment started a new stream the
-# hardware prefetcher needed a few lines to follow. prefetch_l2: into the outer levels only (data wanted in a few
-# microseconds, not displacing what is in use now); prefetch_write: a line about to be written (no shared copy).
-prefetch, prefetch_l2, prefetch_write = _prefetcher(0, 3), _prefetcher(0, 2), _prefetcher(1, 2)
+# prefetch_l2(a, i) asks the core to fetch the cache line of a[i] (a 1-d array) into its outer cache levels, for
+# reading in a few microseconds (not displacing what is in use now); no effect on the result. Row kernels over
+# segments (a batch-norm's channel: one segment per image, far apart in memory) fetch the segment after next while
+# they work on one: each new segment started a new stream the hardware prefetcher needed a few lines to follow.
+# prefetch_write: a line about to be written (fetched without a shared copy).
+prefetch_l2, prefetch_write = _prefetcher(0, 2), _prefetcher(1, 2)

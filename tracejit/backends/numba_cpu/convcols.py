@@ -63,7 +63,7 @@ CONV_PLANES_FORWARD = Op("conv2d_planes_forward",
                          lambda x, w, b=None, stride=None, padding=None, dilation=None, out_size=None:
                          planes_and_forward(x, w, b, stride, padding, dilation, out_size),
                          lambda x, w, b=None, stride=None, padding=None, dilation=None, out_size=None:
-                         (_planes_meta(x, stride, padding), AVal((x.shape[0], w.shape[0]) + tuple(out_size), x.dtype)),
+                         (_planes_meta(x, stride, padding), CONV_FROM_PLANES.meta(x, w, out_size=out_size)),
                          None, kind="other", saves="", nout=2)
 WEIGHT_GRAD_FROM_PLANES = Op("conv2d_weight_grad_from_planes", weight_grad_from_planes,
                              lambda xp, g, weight_shape, stride, dilation: AVal(weight_shape, xp.dtype), None,

@@ -72,7 +72,6 @@ class _RowKernel:
         self.stores = {}           # pass -> store statements of per-element outputs
         self.in_kinds = []
         self.widened = []          # bool inputs read through a float32 copy of each segment (w{j})
-        self.fetched = set()       # full inputs a pass prefetches (the first to read each: _prefetch)
         for j, v in enumerate(self.ins):
             kind = row_class(v.shape, dom)
             self.in_kinds.append(kind)
@@ -261,7 +260,7 @@ class _RowKernel:
 
     def _prefetch(self, need):
         """The first pass to read a full input's segments fetches the segment PREFETCH_AHEAD segments on into the
-        cache, one cache line at a time, while it works on this one (see kernels/cpu/rows.prefetch)."""
+        cache, one cache line at a time, while it works on this one (see kernels/cpu/rows.prefetch_l2)."""
         fresh = [j for j, v in enumerate(self.ins) if self.in_kinds[j] == "full" and id(v) in need
                  and j not in self.fetched]
         self.fetched.update(fresh)
@@ -276,7 +275,7 @@ class _RowKernel:
         sig = ", ".join([f"in{j}" for j in range(len(self.ins))] + [t for t, _ in self.scratch]
                         + [f"out{k}" for k in range(len(self.outs))] + ["R", "L", "T"] + kp_arg)
         rb = ROWS_PER_BLOCK
-        self.fetched = set()        # (each of the two functions prefetches in its own first passes)
+        self.fetched = set()        # full inputs a pass of this function prefetches (the first to read each)
         lines = [f"@numba.njit({flags})", f"def {fname}({sig}):"] + ["    " + s for s in kp_unpack + self.head]
         lines.append(f"    for blk in {rng}((R + {rb - 1}) // {rb}):")
         if rng != "range":       # threads: each task its own rows

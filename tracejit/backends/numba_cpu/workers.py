@@ -59,7 +59,7 @@ def _needs_compiling(disp):
     yet, whole (numba writes an entry's index before its data: a process that finds the index alone would compile
     it at its first call)."""
     cf = getattr(getattr(disp, "_cache", None), "_cache_file", None)
-    return not disp.signatures and cf is not None and not _written(cf)
+    return not disp.overloads and cf is not None and not _written(cf)
 
 
 def fork_compile(jobs, run=None):
