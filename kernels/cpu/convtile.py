@@ -14,7 +14,9 @@ holds the padded columns p, p + S, ...), so that each kernel column is again a c
 - weight gradient: C = dw^T (K, 16 output channels) summed over every position, B = 16 output channels of g at a
   position (g laid out (positions, O rounded up to 16)), A = MR input channels at one tap read in place (or, for
   inputs of fewer channels, a panel);
-- input gradient (stride 1): the forward convolution of the padded g with the flipped, transposed weights.
+- input gradient (stride 1): the forward convolution of the padded g with the flipped, transposed weights;
+- 3x3 kernels of stride 1, forward and input gradient: Winograd's F(2x2, 3x3) (`_wino`), its 16 products `_outer`
+  tiles too.
 
 Used where `direct` holds (float32, one group, more than one tap, the output width a multiple or a divisor of
 NR); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8: AVX2; LLVM lowers a vector to two
@@ -46,6 +48,7 @@ if LANES not in (8, 16):
     raise ValueError(f"TRACEJIT_CONV_LANES={LANES}: choose 8 or 16 (floats per vector of the convolution tiles)")
 _CACHE = LANES == _NATURAL_LANES
 ENABLED = True   # tests turn it off to reach kernels/cpu/conv.py's BLAS products for every shape
+WINOGRAD = True  # tests turn it off to reach the direct tiles where `winograd` would take a convolution
 WIDE = 64        # positions per panel of the weight gradient (its tiles' reduction)
 # rows of an `_outer` tile: at 8 lanes 6 (12 accumulators; 4 left too few in flight: 63 vs 75 GFLOP/s, AMD EPYC
 # znver3), at 16 lanes 16 (16 accumulators; two FMA units of 4 cycles' latency need 8 in flight)
@@ -650,11 +653,189 @@ def _input_grad_padded(g, wt, nobias, kh, kw, ph, pw, dh, dw, threads, out):
 PAD_BLOCK = 1 << 18
 
 
+# ------------------------------------------------------------------------------------------------- Winograd
+# A 3x3 convolution of stride 1 as Winograd's F(2x2, 3x3): each 4x4 tile of the padded input (tiles 2 apart) is
+# transformed, V = B^T d B, the weights likewise once per call, U = G g G^T, and then the 16 positions xi of a tile
+# are 16 independent products M[xi] = U[xi] (O x C) @ V[xi] (C x tiles), each of them `_outer` tiles, and a 2x2
+# block of the output is A^T M A: 16 multiplies for 4 outputs where the direct convolution has 36. The ResNet
+# bench's stride-1 layers (64 images), one thread, data in the caches, forward with its planes' copy / input
+# gradient: 16 channels at 16x16 1.06 -> 0.73 / 1.03 -> 0.72 ms, 32 at 8x8 1.06 -> 0.62 / 1.02 -> 0.64, 64 at 4x4
+# 1.05 -> 0.72 / 1.06 -> 0.83; its step at one thread 22.1-22.9 -> 19.6 ms of nodes (AMD EPYC znver4). The
+# rounding differs from the direct sums' (the transforms' adds): relative to the output's largest value ~1e-6.
+
+WINO_TILES = 64          # tiles a block of images gives the products at least (their columns: 4 `_outer` tiles)
+WINO_FLOATS = 1 << 14    # the most floats of one transformed block V[xi] or M[xi] (C or O times its tiles)
+
+
+def _wino_images(H, W):
+    """Images per block of `_wino`: at least WINO_TILES tiles, a multiple of NR."""
+    per, nb = H // 2 * (W // 2), 1
+    while nb * per % NR or nb * per < WINO_TILES:
+        nb += 1
+    return nb
+
+
+def winograd(kernel, stride, dilation, channels, out_size):
+    """Whether `_wino` computes this convolution (of the padded input's planes, S = 1): 3x3, stride 1, undilated,
+    an output of even height and width W with W // 2 tiles a row in 2 or 4 or vectors of 8, blocks of the image
+    that fit L2 (WINO_FLOATS)."""
+    H, W = out_size
+    if not (ENABLED and WINOGRAD and tuple(kernel) == (3, 3) and tuple(stride) == tuple(dilation) == (1, 1) and
+            H > 0 and H % 2 == 0 and W % 2 == 0 and (W // 2 in (2, 4) or W // 2 % 8 == 0)):
+        return False
+    return max(channels) * _wino_images(H, W) * (H // 2) * (W // 2) <= WINO_FLOATS
+
+
+# G (F(2x2, 3x3)'s weight transform) as the 16 x 9 matrix that takes a 3x3 kernel to the 4x4 G g G^T
+_GG = np.kron(*[np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]], np.float32)] * 2)
+
+
+def _transformed(w):
+    """U (16, O, C) = G w[o, c] G^T for each 3x3 kernel of w (O, C, 3, 3), position xi = 4i + j of the 4x4."""
+    O, C = w.shape[:2]
+    return (_GG @ np.ascontiguousarray(w, np.float32).reshape(O * C, 9).T).reshape(16, O, C)
+
+
+def _lanes(builder, args, k):
+    return [_int64(builder, args[i]) for i in k]
+
+
+def _bt(b, d):
+    """B^T d of F(2x2, 3x3), d four rows (vectors)."""
+    return [b.fsub(d[0], d[2]), b.fadd(d[1], d[2]), b.fsub(d[2], d[1]), b.fsub(d[1], d[3])]
+
+
+def _at(b, m):
+    """A^T m of F(2x2, 3x3), m four rows (vectors)."""
+    return [b.fadd(b.fadd(m[0], m[1]), m[2]), b.fsub(b.fsub(m[1], m[2]), m[3])]
+
+
+def _index(v):
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(v)), list(v))
+
+
+@intrinsic(prefer_literal=True)
+def _wino_in(typingctx, V, v0, vs, src, s0, rs, n):
+    """V[v0 + xi*vs : +n] = the transforms B^T d B of n tiles side by side, tile t's 4x4 input d at src[s0 + 2t +
+    r*rs + j] (rows r, columns j): per input row two loads of 2n floats (at columns 0 and 2) split into even and
+    odd columns, so that the four columns of every tile are four vectors; n a literal (float32 arrays, unchecked)."""
+    L = _width(n, V, src)
+    if L is None:
+        return None
+    sig = types.void(V, v0, vs, src, s0, rs, n)
+
+    def codegen(context, builder, sig, args):
+        vp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+        v0, vs, s0, rs = _lanes(builder, args, (1, 2, 4, 5))
+        i64 = ir.IntType(64)
+        even, odd = _index(range(0, 2 * L, 2)), _index(range(1, 2 * L, 2))
+        rows = []
+        for r in range(4):
+            off = builder.add(s0, builder.mul(rs, ir.Constant(i64, r)))
+            a, c = [builder.load(_vptr(builder, sp, builder.add(off, ir.Constant(i64, k)), 2 * L), align=4)
+                    for k in (0, 2)]
+            u = ir.Constant(a.type, ir.Undefined)
+            rows.append([builder.shuffle_vector(v, u, h) for v in (a, c) for h in (even, odd)])
+        cols = [_bt(builder, [rows[r][j] for r in range(4)]) for j in range(4)]      # cols[j][i]
+        for i in range(4):
+            for j, v in enumerate(_bt(builder, [cols[k][i] for k in range(4)])):
+                off = builder.add(v0, builder.mul(vs, ir.Constant(i64, 4 * i + j)))
+                builder.store(v, _vptr(builder, vp, off, L), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic(prefer_literal=True)
+def _wino_out(typingctx, out, o0, ow, M, m0, ms, bias, n):
+    """out[o0 + r*ow : +2n] (r = 0, 1) = the 2x2 outputs A^T m A + bias of n tiles side by side, tile t's m[xi] at
+    M[m0 + xi*ms + t]; n a literal (float32 arrays, unchecked)."""
+    L = _width(n, out, M)
+    if L is None:
+        return None
+    sig = types.void(out, o0, ow, M, m0, ms, bias, n)
+
+    def codegen(context, builder, sig, args):
+        op, mp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+        o0, ow, m0, ms = _lanes(builder, args, (1, 2, 4, 5))
+        i64 = ir.IntType(64)
+        m = [[builder.load(_vptr(builder, mp, builder.add(m0, builder.mul(ms, ir.Constant(i64, 4 * i + j))), L),
+                           align=4) for j in range(4)] for i in range(4)]
+        cols = [_at(builder, [m[i][j] for i in range(4)]) for j in range(4)]         # cols[j][i]
+        vt = ir.VectorType(ir.FloatType(), L)
+        b = builder.shuffle_vector(builder.insert_element(ir.Constant(vt, ir.Undefined), args[6],
+                                                          ir.Constant(ir.IntType(32), 0)),
+                                   ir.Constant(vt, ir.Undefined), _index([0] * L))
+        for i in range(2):
+            y = [builder.fadd(v, b) for v in _at(builder, [cols[j][i] for j in range(4)])]
+            row = builder.shuffle_vector(y[0], y[1], _index([k // 2 + k % 2 * L for k in range(2 * L)]))
+            builder.store(row, _vptr(builder, op, builder.add(o0, builder.mul(ow, ir.Constant(i64, i))), 2 * L),
+                          align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _wino(x, ph, pw, xp, U, bias, out):
+    """out (N, O, H, W) = the convolution (3x3, stride 1) of the padded input's planes xp (N, C, 1, H + 2, W + 2)
+    with the transformed weights U (16, O, C) (`_transformed`), plus bias (size 0: none), by blocks of images
+    (`_wino_images`). x (N, C, H', W'), unless its size is 0: each block's planes are first filled from it, padded
+    by (ph, pw), into xp or, xp's size 0, into a buffer of the block."""
+    N, O, H, W = out.shape
+    C = U.shape[2]
+    TH, TW = H // 2, W // 2
+    per, nb = TH * TW, _wino_images(H, W)
+    T = nb * per
+    CT, OT = C * T + 24, O * T + 24          # (V[xi] and M[xi] not a multiple of 4 KB apart: the 16 rows a tile
+    #                                           writes fell in one set of L1's: 1.07 -> 0.38 ms of transforms)
+    of, uf = out.reshape(-1), U.reshape(-1)
+    Hp, Wq = H + 2, W + 2
+    for blk in prange((N + nb - 1) // nb):
+        n0 = blk * nb
+        m = min(nb, N - n0)
+        buf = xp if xp.size else np.empty((nb, C, 1, Hp, Wq), np.float32)
+        i0 = n0 if xp.size else 0
+        if x.size:
+            _fill(x[n0:n0 + m], ph, pw, buf[i0:i0 + m])
+        src = buf.reshape(-1)
+        V = np.empty(16 * CT, np.float32)
+        M = np.empty(16 * OT, np.float32)
+        for c in range(C):
+            for b in range(m):
+                for th in range(TH):
+                    s0, v0 = (((i0 + b) * C + c) * Hp + 2 * th) * Wq, c * T + (b * TH + th) * TW
+                    if TW % 8 == 0:
+                        for tw in range(0, TW, 8):
+                            _wino_in(V, v0 + tw, CT, src, s0 + 2 * tw, Wq, 8)
+                    elif TW == 4:
+                        _wino_in(V, v0, CT, src, s0, Wq, 4)
+                    else:
+                        _wino_in(V, v0, CT, src, s0, Wq, 2)
+            for t in range(m * per, -(-m * per // NR) * NR):     # (a last, partial block: its products' columns
+                for xi in range(16):                             # beyond its tiles read zeros, not garbage)
+                    V[xi * CT + c * T + t] = 0
+        for xi in range(16):
+            for t0 in range(0, m * per, NR):
+                _outer_rows(uf, xi * O * C, (0, 0, 1), C, V, xi * CT + t0, (0, 0, T), None, 8, M, xi * OT + t0, T,
+                            (1, 1, C), O)
+        for o in range(O):
+            bo = bias[o] if bias.size else np.float32(0)
+            for b in range(m):
+                for th in range(TH):
+                    o0, m0 = (((n0 + b) * O + o) * H + 2 * th) * W, o * T + (b * TH + th) * TW
+                    if TW % 8 == 0:
+                        for tw in range(0, TW, 8):
+                            _wino_out(of, o0 + 2 * tw, W, M, m0 + tw, OT, bo, 8)
+                    elif TW == 4:
+                        _wino_out(of, o0, W, M, m0, OT, bo, 4)
+                    else:
+                        _wino_out(of, o0, W, M, m0, OT, bo, 2)
+
+
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _ahead = numba.njit(cache=True, nogil=True, inline="always")(_ahead)
 _g_positions = numba.njit(cache=True, nogil=True)(_g_positions)
+_wino_images = numba.njit(cache=True, nogil=True)(_wino_images)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
-                                                                        _input_grad_cols, _input_grad_padded)}
+                                                                        _input_grad_cols, _input_grad_padded, _wino)}
 _panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
     "_panel", "_fill", "_forward", "_weight_grad", "_input_grad_cols"))
 
@@ -735,9 +916,14 @@ def forward_from_planes(xp, w, bias, stride, dilation, out_size, x=None, padding
     out = np.empty((N, O) + tuple(out_size), np.float32)
     b = _NOBIAS if bias is None else np.ascontiguousarray(bias, np.float32)
     x = _NOX if x is None else np.ascontiguousarray(x, np.float32)
+    n = _threads(out.size * C * kh * kw)
+    if winograd((kh, kw), stride, dilation, (C, O), out_size):
+        args = (x, padding[0], padding[1], xp, _transformed(w), b, out)
+        threads.run(_batch_call("_wino", args, n, (0, 3, 6)))
+        return out
     args = (x, padding[0], padding[1], xp, np.ascontiguousarray(w, np.float32).reshape(O, -1), b, kh, kw, stride[0],
             dilation[0], dilation[1], out)
-    threads.run(_batch_call("_forward", args, _threads(out.size * C * kh * kw), (0, 3, 11)))
+    threads.run(_batch_call("_forward", args, n, (0, 3, 11)))
     return out
 
 
@@ -786,7 +972,11 @@ def _input_grad_calls(g, w, stride, padding, dilation, n, out):
         args = (g, np.ascontiguousarray(w).reshape(O, -1), kh, kw, stride[0], stride[1], padding[0], padding[1],
                 dilation[0], dilation[1], out)
         return _batch_call("_input_grad_cols", args, n, (0, 10))
-    wt = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)).reshape(C, -1)
+    flipped = w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)
+    if winograd((kh, kw), stride, dilation, (C, O), out.shape[2:]):
+        args = (g, 2 - padding[0], 2 - padding[1], _NOPLANES, _transformed(flipped), _NOBIAS, out)
+        return _batch_call("_wino", args, n, (0, 6))
+    wt = np.ascontiguousarray(flipped).reshape(C, -1)
     args = (g, wt, _NOBIAS, kh, kw, dilation[0] * (kh - 1) - padding[0], dilation[1] * (kw - 1) - padding[1],
             dilation[0], dilation[1], n, out)
     return _batch_call("_input_grad_padded", args, n, (0, 10))
@@ -803,6 +993,7 @@ def input_grad(g, w, input_shape, stride, padding, dilation):
 
 _NOBIAS = np.zeros(0, np.float32)
 _NOX = np.zeros((0, 0, 0, 0), np.float32)
+_NOPLANES = np.zeros((0, 0, 1, 0, 0), np.float32)
 
 
 def weight_grad(x, g, weight_shape, stride, padding, dilation):

@@ -54,16 +54,22 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 16, 8, 8, 32, (1, 1), (2, 2), (0, 0), (1, 1)),       # 1x1 stride 2 (a downsample): input gradient direct
     (2, 4, 15, 15, 5, (3, 3), (2, 2), (1, 1), (1, 1)),       # stride 2, odd input: the last taps fall past it
     (2, 4, 18, 18, 6, (3, 3), (2, 2), (0, 0), (1, 1)),       # stride 2, no padding: the last input row unread
+    (2, 3, 10, 18, 9, (3, 3), (1, 1), (0, 0), (1, 1)),       # Winograd forward without padding (input grad not)
+    (2, 3, 8, 16, 5, (3, 3), (1, 1), (0, 0), (1, 1)),        # Winograd input gradient (g padded by 2), forward not
+    (2, 4, 4, 32, 6, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd rows of two vectors of 8 tiles
 ]
 
 
-@pytest.fixture(params=[1, 2, 3])
+@pytest.fixture(params=[(1, True), (2, True), (3, True), (2, False)], ids=["1", "2", "3", "2-direct"])
 def threads(request, monkeypatch):
     """The batch split over one, two or three Python threads for these small products too (the prange variants,
-    compiled in the background at first use, left out here: see test_prange_variants_give_the_threads_bits)."""
-    monkeypatch.setattr(convtile, "_threads", lambda macs: request.param)
+    compiled in the background at first use, left out here: see test_prange_variants_give_the_threads_bits); the
+    last: Winograd off, so that the direct tiles compute the 3x3 stride-1 convolutions too."""
+    n, wino = request.param
+    monkeypatch.setattr(convtile, "_threads", lambda macs: n)
     monkeypatch.setattr(convtile, "_ready_variant", lambda name, args: None)
-    return request.param
+    monkeypatch.setattr(convtile, "WINOGRAD", wino)
+    return n
 
 
 @pytest.mark.parametrize("N,C,H,W,O,kernel,stride,padding,dilation", CASES)
@@ -278,8 +284,9 @@ def test_avx512_tiles_are_16_float_vectors_kept_in_registers(tmp_path):
     assert out["ymm_fma"] == 0 and out["vector_spills"] == 0, out
 
 
-@pytest.mark.parametrize("C,O,H,stride", [(16, 16, 8, (1, 1)), (3, 16, 8, (1, 1)), (8, 16, 8, (2, 2))])
-def test_prange_variants_give_the_threads_bits(C, O, H, stride, monkeypatch):
+@pytest.mark.parametrize("C,O,H,stride,wino", [(16, 16, 8, (1, 1), True), (3, 16, 8, (1, 1), True),
+                                               (16, 16, 8, (1, 1), False), (8, 16, 8, (2, 2), True)])
+def test_prange_variants_give_the_threads_bits(C, O, H, stride, wino, monkeypatch):
     """A large convolution's prange variants (numba's threads) and its serial kernels on slices of the batch (Python
     threads, while the variants compile in the background) give the same bits, so the switch between them changes
     no result: 5 images in 3 parts (the weight gradient's parts added in order), in place and through panels."""
@@ -288,6 +295,7 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, monkeypatch):
     w = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
     g = rng.standard_normal((5, O, H // stride[0], H // stride[1])).astype(np.float32)
     monkeypatch.setattr(convtile, "_threads", lambda macs: 3)
+    monkeypatch.setattr(convtile, "WINOGRAD", wino)
     got = {}
     for path, ready in (("threads", lambda name, args: None),
                         ("prange", lambda name, args: convtile.parallel_variant(name))):
@@ -297,5 +305,6 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, monkeypatch):
                      convtile.input_grad(g, w, x.shape, stride, (1, 1), (1, 1))]
     for a, b in zip(got["threads"], got["prange"]):
         np.testing.assert_array_equal(a, b)
-    assert set(convtile._PAR) >= {"_forward", "_weight_grad",
-                                  "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}
+    assert set(convtile._PAR) >= ({"_wino", "_weight_grad"} if wino and stride == (1, 1) else
+                                  {"_forward", "_weight_grad",
+                                   "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"})

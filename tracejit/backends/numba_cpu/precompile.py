@@ -23,8 +23,13 @@ import numpy as np
 
 def _conv_direct_forward():
     from tracejit.kernels.cpu import convtile
-    x, w = _rand(2, 16, 16, 16), _rand(16, 16, 3, 3)
-    convtile.forward(x, w, _rand(16), (1, 1), (1, 1), (1, 1))
+    convtile.forward(_rand(2, 16, 16, 16), _rand(16, 16, 3, 3), _rand(16), (2, 2), (1, 1), (1, 1))
+
+
+def _conv_winograd():
+    """A 3x3 stride-1 convolution's forward and input gradient (one kernel, `_wino`)."""
+    from tracejit.kernels.cpu import convtile
+    convtile.forward(_rand(2, 16, 16, 16), _rand(16, 16, 3, 3), _rand(16), (1, 1), (1, 1), (1, 1))
 
 
 def _conv_direct_weight_grad():
@@ -35,7 +40,7 @@ def _conv_direct_weight_grad():
 def _conv_direct_input_grad():
     from tracejit.kernels.cpu import convtile
     convtile.input_grad(_rand(2, 16, 8, 8), _rand(16, 16, 3, 3), (2, 16, 16, 16), (2, 2), (1, 1), (1, 1))
-    convtile.input_grad(_rand(2, 16, 16, 16), _rand(16, 16, 3, 3), (2, 16, 16, 16), (1, 1), (1, 1), (1, 1))
+    convtile.input_grad(_rand(2, 16, 15, 16), _rand(16, 16, 3, 3), (2, 16, 15, 16), (1, 1), (1, 1), (1, 1))
 
 
 def _conv_prange(task):
@@ -168,6 +173,7 @@ TASKS = [
     ("direct convolution: weight gradient", _conv_direct_weight_grad),        # ~6 s
     ("direct convolution: forward", _conv_direct_forward),                     # ~5
     ("direct convolution: input gradient", _conv_direct_input_grad),           # ~2.5 + ~8 (stride 1)
+    ("Winograd convolution", _conv_winograd),
     ("convolution by columns, float32 and float64", _conv_columns),
     ("a ResNet-style step, traced", lambda: _convnet(True)),
     ("a transformer step, traced", lambda: _transformer(True)),
@@ -180,7 +186,7 @@ TASKS = [
 
 
 if numba_threads() > 1:
-    TASKS[:0] = [(name + ", prange variant", lambda task=task: _conv_prange(task)) for name, task in TASKS[:3]]
+    TASKS[:0] = [(name + ", prange variant", lambda task=task: _conv_prange(task)) for name, task in TASKS[:4]]
     TASKS.insert(3, ("matrix products shared among the threads", _shared_products))
 
 
