@@ -696,6 +696,12 @@ def _transformed(w):
     return (_GG @ np.ascontiguousarray(w, np.float32).reshape(O * C, 9).T).reshape(16, O, C)
 
 
+def _from_transformed(dU):
+    """The weight gradient (O, C, 3, 3) = G^T dU[:, c, o] G from dU (16, C, O) (`_wino_weight_grad`)."""
+    C, O = dU.shape[1:]
+    return np.ascontiguousarray((_GG.T @ dU.reshape(16, C * O)).reshape(3, 3, C, O).transpose(3, 2, 0, 1))
+
+
 def _lanes(builder, args, k):
     return [_int64(builder, args[i]) for i in k]
 
@@ -801,14 +807,8 @@ def _wino(x, ph, pw, xp, U, bias, out):
         for c in range(C):
             for b in range(m):
                 for th in range(TH):
-                    s0, v0 = (((i0 + b) * C + c) * Hp + 2 * th) * Wq, c * T + (b * TH + th) * TW
-                    if TW % 8 == 0:
-                        for tw in range(0, TW, 8):
-                            _wino_in(V, v0 + tw, CT, src, s0 + 2 * tw, Wq, 8)
-                    elif TW == 4:
-                        _wino_in(V, v0, CT, src, s0, Wq, 4)
-                    else:
-                        _wino_in(V, v0, CT, src, s0, Wq, 2)
+                    _wino_in_row(V, c * T + (b * TH + th) * TW, CT, src, (((i0 + b) * C + c) * Hp + 2 * th) * Wq,
+                                 Wq, TW)
             for t in range(m * per, -(-m * per // NR) * NR):     # (a last, partial block: its products' columns
                 for xi in range(16):                             # beyond its tiles read zeros, not garbage)
                     V[xi * CT + c * T + t] = 0
@@ -830,12 +830,105 @@ def _wino(x, ph, pw, xp, U, bias, out):
                         _wino_out(of, o0, W, M, m0, OT, bo, 2)
 
 
+
+@intrinsic(prefer_literal=True)
+def _wino_g(typingctx, D, d0, ds, src, s0, rs, n):
+    """D[d0 + xi*ds : +n] = A g A^T (the 4x4 gradient of a tile's m from its 2x2 output's g) of n tiles side by side,
+    tile t's g at src[s0 + 2t + r*rs + j] (r, j < 2); n a literal (float32 arrays, unchecked)."""
+    L = _width(n, D, src)
+    if L is None:
+        return None
+    sig = types.void(D, d0, ds, src, s0, rs, n)
+
+    def codegen(context, builder, sig, args):
+        dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+        d0, ds, s0, rs = _lanes(builder, args, (1, 2, 4, 5))
+        i64 = ir.IntType(64)
+        a = lambda v: [v[0], builder.fadd(v[0], v[1]), builder.fsub(v[0], v[1]), builder.fneg(v[1])]  # noqa: E731
+        rows = []
+        for r in range(2):
+            v = builder.load(_vptr(builder, sp, builder.add(s0, builder.mul(rs, ir.Constant(i64, r))), 2 * L),
+                             align=4)
+            rows.append([builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), _index(range(j, 2 * L, 2)))
+                         for j in range(2)])
+        cols = [a([rows[0][j], rows[1][j]]) for j in range(2)]                        # cols[j][i]
+        for i in range(4):
+            for j, v in enumerate(a([cols[0][i], cols[1][i]])):
+                builder.store(v, _vptr(builder, dp, builder.add(d0, builder.mul(ds, ir.Constant(i64, 4 * i + j))),
+                                       L), align=4)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _wino_in_row(V, v0, vs, src, s0, rs, TW):
+    """`_wino_in` over a row of TW tiles (8 at a time, or all 4 or 2)."""
+    if TW % 8 == 0:
+        for tw in range(0, TW, 8):
+            _wino_in(V, v0 + tw, vs, src, s0 + 2 * tw, rs, 8)
+    elif TW == 4:
+        _wino_in(V, v0, vs, src, s0, rs, 4)
+    else:
+        _wino_in(V, v0, vs, src, s0, rs, 2)
+
+
+def _wino_weight_grad(xp, g, outs):
+    """outs[p] (16, C, O) = the sum over the tiles of images N*p//parts .. N*(p+1)//parts (parts = len(outs)) of
+    V[xi] (C x tiles) @ (A g A^T)[xi]^T (tiles x O): the 3x3 stride-1 convolution's weight gradient dU before G^T .. G
+    (`_from_transformed`), from the input's planes xp (N, C, 1, H + 2, W + 2) and g (N, O, H, W), O a multiple of NR.
+    A block of images (`_wino_images`) at a time: its transforms, A g A^T made as (xi, O, tiles) by vectors of
+    tiles and transposed 8 x 8 into (xi, tiles, O), then 16 products by `_outer` tiles (rows: input channels, the
+    reduction: the block's tiles) added into the part's sum. A part gives the same bits here or on its own."""
+    N, O, H, W = g.shape
+    C, parts = xp.shape[1], outs.shape[0]
+    TH, TW = H // 2, W // 2
+    per, nb = TH * TW, _wino_images(H, W)
+    T = nb * per
+    CT, OT, TO = C * T + 24, O * T + 24, T * O + 24
+    Hp, Wq = H + 2, W + 2
+    src, gf, of = xp.reshape(-1), g.reshape(-1), outs.reshape(-1)
+    for part in prange(parts):
+        lo, hi = N * part // parts, N * (part + 1) // parts
+        V = np.empty(16 * CT, np.float32)
+        D = np.empty(16 * OT, np.float32)
+        Dt = np.empty(16 * TO, np.float32)
+        acc = np.zeros(16 * C * O, np.float32)
+        for n0 in range(lo, hi, nb):
+            m = min(nb, hi - n0)
+            for c in range(C):
+                for b in range(m):
+                    for th in range(TH):
+                        _wino_in_row(V, c * T + (b * TH + th) * TW, CT, src,
+                                     (((n0 + b) * C + c) * Hp + 2 * th) * Wq, Wq, TW)
+            for o in range(O):
+                for b in range(m):
+                    for th in range(TH):
+                        d0, s0 = o * T + (b * TH + th) * TW, (((n0 + b) * O + o) * H + 2 * th) * W
+                        if TW % 8 == 0:
+                            for tw in range(0, TW, 8):
+                                _wino_g(D, d0 + tw, OT, gf, s0 + 2 * tw, W, 8)
+                        elif TW == 4:
+                            _wino_g(D, d0, OT, gf, s0, W, 4)
+                        else:
+                            _wino_g(D, d0, OT, gf, s0, W, 2)
+            tiles = m * per
+            for xi in range(16):
+                for o in range(0, O, VL):
+                    for t in range(0, tiles, VL):        # (columns past the tiles: never read by the products)
+                        _transpose8(Dt, xi * TO + t * O + o, O, D, xi * OT + o * T + t, T)
+                for o in range(0, O, NR):
+                    _outer_rows_add(V, xi * CT, (0, 0, 1), T, Dt, xi * TO + o, (0, 0, O), None, 8, acc,
+                                    xi * C * O + o, O, (1, 1, tiles), C)
+        for i in range(16 * C * O):
+            of[part * 16 * C * O + i] = acc[i]
+
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _ahead = numba.njit(cache=True, nogil=True, inline="always")(_ahead)
 _g_positions = numba.njit(cache=True, nogil=True)(_g_positions)
 _wino_images = numba.njit(cache=True, nogil=True)(_wino_images)
+_wino_in_row = numba.njit(cache=_CACHE, nogil=True, inline="always")(_wino_in_row)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
-                                                                        _input_grad_cols, _input_grad_padded, _wino)}
+                                                                        _input_grad_cols, _input_grad_padded, _wino,
+                                                                        _wino_weight_grad)}
 _panel, _fill, _forward, _weight_grad, _input_grad_cols = (_SERIAL[k] for k in (
     "_panel", "_fill", "_forward", "_weight_grad", "_input_grad_cols"))
 
@@ -937,15 +1030,23 @@ def _weight_grad_calls(xp, g, weight_shape, stride, dilation, n):
     """(the calls that compute a weight gradient on n threads, in n parts of the batch; a function returning it: the
     parts' sum, added in order)."""
     O, C, kh, kw = weight_shape
-    outs = np.empty((max(1, min(n, g.shape[0])), O, C * kh * kw), np.float32)
-    args = (xp, g, kh, kw, stride[0], dilation[0], dilation[1], outs)
-    par = _ready_variant("_weight_grad", args) if len(outs) > 1 else None
+    parts = max(1, min(n, g.shape[0]))
+    # (Winograd's for 8 input channels or more: 3 -> 16 channels at 16x16 0.30 -> 0.40 ms, where 16 -> 16 1.07 ->
+    # 0.81-0.87, 32 -> 32 at 8x8 1.10 -> 0.71, 64 -> 64 at 4x4 1.11 -> 0.89, the planes' copy included)
+    if winograd((kh, kw), stride, dilation, (C, O), g.shape[2:]) and O % NR == 0 and C >= 8:
+        name, outs = "_wino_weight_grad", np.empty((parts, 16, C, O), np.float32)
+        args, finish = (xp, g, outs), _from_transformed
+    else:
+        name, outs = "_weight_grad", np.empty((parts, O, C * kh * kw), np.float32)
+        args, finish = (xp, g, kh, kw, stride[0], dilation[0], dilation[1], outs), lambda s: s.reshape(weight_shape)
+    par = _ready_variant(name, args) if parts > 1 else None
     if par is not None:
         calls = [lambda: par(*args)]
     else:
-        calls = [lambda i=i, lo=lo, hi=hi: _weight_grad(xp[lo:hi], g[lo:hi], *args[2:7], outs[i:i + 1])
-                 for i, (lo, hi) in enumerate(threads.split(g.shape[0], len(outs)))]
-    return calls, lambda: (outs[0] if len(outs) == 1 else outs.sum(0)).reshape(weight_shape)
+        kern = _SERIAL[name]
+        calls = [lambda i=i, lo=lo, hi=hi: kern(xp[lo:hi], g[lo:hi], *args[2:-1], outs[i:i + 1])
+                 for i, (lo, hi) in enumerate(threads.split(g.shape[0], parts))]
+    return calls, lambda: finish(outs[0] if parts == 1 else outs.sum(0))
 
 
 def weight_grad_from_planes(xp, g, weight_shape, stride, dilation):

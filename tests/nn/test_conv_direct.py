@@ -57,6 +57,8 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 3, 10, 18, 9, (3, 3), (1, 1), (0, 0), (1, 1)),       # Winograd forward without padding (input grad not)
     (2, 3, 8, 16, 5, (3, 3), (1, 1), (0, 0), (1, 1)),        # Winograd input gradient (g padded by 2), forward not
     (2, 4, 4, 32, 6, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd rows of two vectors of 8 tiles
+    (3, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd weight gradient, a partial block of images
+    (5, 8, 4, 16, 32, (3, 3), (1, 1), (0, 1), (1, 1)),       # the same, unequal padding, tiles of 2 rows
 ]
 
 
@@ -208,8 +210,9 @@ import json, numpy as np
 from tracejit.kernels.cpu import conv, convtile
 out = {"lanes": convtile.LANES, "mr": convtile.MR, "err": []}
 rng = np.random.default_rng(0)
-for N, C, H, W, O, stride in ((2, 16, 16, 16, 20, (1, 1)), (3, 5, 8, 8, 13, (1, 1)), (2, 3, 16, 16, 7, (2, 2)),
-                              (1, 40, 4, 4, 33, (1, 1))):
+cases = ((2, 16, 16, 16, 20, (1, 1)), (3, 5, 8, 8, 13, (1, 1)), (2, 3, 16, 16, 7, (2, 2)), (1, 40, 4, 4, 33, (1, 1)))
+for N, C, H, W, O, stride, wino in [c + (w,) for w in (True, False) for c in cases]:
+    convtile.WINOGRAD = wino             # (the stride-1 cases: Winograd's products, then the direct tiles)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
     w = rng.standard_normal((O, C, 3, 3)).astype(np.float32)
     OH, OW = (conv.conv_out_size(s, 3, st, 1, 1) for s, st in zip((H, W), stride))
@@ -230,7 +233,8 @@ print(json.dumps(out))
 def test_the_other_vector_width_computes_the_same_numbers():
     """The tiles of the width this CPU does not pick (16 lanes on AVX2, 8 on AVX-512; TRACEJIT_CONV_LANES, in a
     child process: the width is fixed at import) give the BLAS path's numbers: rows of 16 and of 8 positions in
-    place, a strided convolution's column planes, a panel, output channels around the tiles' rows."""
+    place, a strided convolution's column planes, a panel, output channels around the tiles' rows; the stride-1
+    cases by Winograd's products and by the direct tiles."""
     import json
     import os
     import subprocess
@@ -305,6 +309,8 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, wino, monkeypatc
                      convtile.input_grad(g, w, x.shape, stride, (1, 1), (1, 1))]
     for a, b in zip(got["threads"], got["prange"]):
         np.testing.assert_array_equal(a, b)
-    assert set(convtile._PAR) >= ({"_wino", "_weight_grad"} if wino and stride == (1, 1) else
-                                  {"_forward", "_weight_grad",
-                                   "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"})
+    if wino and stride == (1, 1):
+        assert set(convtile._PAR) >= {"_wino", "_wino_weight_grad" if C >= 8 else "_weight_grad"}
+    else:
+        assert set(convtile._PAR) >= {"_forward", "_weight_grad",
+                                      "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}

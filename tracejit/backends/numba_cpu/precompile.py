@@ -27,14 +27,15 @@ def _conv_direct_forward():
 
 
 def _conv_winograd():
-    """A 3x3 stride-1 convolution's forward and input gradient (one kernel, `_wino`)."""
+    """A 3x3 stride-1 convolution's forward and input gradient (one kernel, `_wino`), and its weight gradient."""
     from tracejit.kernels.cpu import convtile
     convtile.forward(_rand(2, 16, 16, 16), _rand(16, 16, 3, 3), _rand(16), (1, 1), (1, 1), (1, 1))
+    convtile.weight_grad(_rand(2, 16, 16, 16), _rand(2, 16, 16, 16), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1))
 
 
 def _conv_direct_weight_grad():
     from tracejit.kernels.cpu import convtile
-    convtile.weight_grad(_rand(2, 16, 16, 16), _rand(2, 16, 16, 16), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1))
+    convtile.weight_grad(_rand(2, 16, 16, 16), _rand(2, 16, 8, 8), (16, 16, 3, 3), (2, 2), (1, 1), (1, 1))
 
 
 def _conv_direct_input_grad():
