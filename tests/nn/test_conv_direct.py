@@ -54,7 +54,7 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 16, 8, 8, 32, (1, 1), (2, 2), (0, 0), (1, 1)),       # 1x1 stride 2 (a downsample): input gradient direct
     (2, 4, 15, 15, 5, (3, 3), (2, 2), (1, 1), (1, 1)),       # stride 2, odd input: the last taps fall past it
     (2, 4, 18, 18, 6, (3, 3), (2, 2), (0, 0), (1, 1)),       # stride 2, no padding: the last input row unread
-    (2, 3, 10, 18, 9, (3, 3), (1, 1), (0, 0), (1, 1)),       # Winograd forward without padding (input grad not)
+    (2, 4, 10, 18, 9, (3, 3), (1, 1), (0, 0), (1, 1)),       # Winograd forward without padding (input grad not)
     (2, 3, 8, 16, 5, (3, 3), (1, 1), (0, 0), (1, 1)),        # Winograd input gradient (g padded by 2), forward not
     (2, 4, 4, 32, 6, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd rows of two vectors of 8 tiles
     (3, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd weight gradient, a partial block of images
@@ -314,3 +314,20 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, wino, monkeypatc
     else:
         assert set(convtile._PAR) >= {"_forward", "_weight_grad",
                                       "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}
+
+
+def test_winograd_takes_the_3x3_stride_1_layers_it_computes_faster():
+    """Which convolutions go to Winograd's F(2x2, 3x3): the ResNet bench's stride-1 3x3 layers, not strided or
+    dilated ones, not 5x5 kernels, not odd sizes or rows of 6 tiles, not an input of fewer than 4 channels, not
+    blocks too large for L2."""
+    ok = lambda *a: convtile.winograd(*a)     # noqa: E731
+    one = (1, 1)
+    for C, H in ((16, 16), (32, 8), (64, 4), (4, 16)):
+        assert ok((3, 3), one, one, (C, C), (H, H))
+    assert not ok((3, 3), (2, 2), one, (16, 16), (8, 8))
+    assert not ok((3, 3), one, (2, 2), (16, 16), (16, 16))
+    assert not ok((5, 5), one, one, (16, 16), (16, 16))
+    assert not ok((3, 3), one, one, (16, 16), (15, 16))
+    assert not ok((3, 3), one, one, (16, 16), (12, 12))
+    assert not ok((3, 3), one, one, (3, 16), (16, 16))
+    assert not ok((3, 3), one, one, (512, 512), (16, 16))
