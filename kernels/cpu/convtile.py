@@ -713,6 +713,11 @@ def _bt(b, d):
     return [b.fsub(d[0], d[2]), b.fadd(d[1], d[2]), b.fsub(d[2], d[1]), b.fsub(d[1], d[3])]
 
 
+def _ag(b, g):
+    """A g of F(2x2, 3x3), g two rows (vectors)."""
+    return [g[0], b.fadd(g[0], g[1]), b.fsub(g[0], g[1]), b.fneg(g[1])]
+
+
 def _at(b, m):
     """A^T m of F(2x2, 3x3), m four rows (vectors)."""
     return [b.fadd(b.fadd(m[0], m[1]), m[2]), b.fsub(b.fsub(m[1], m[2]), m[3])]
@@ -722,35 +727,41 @@ def _index(v):
     return ir.Constant(ir.VectorType(ir.IntType(32), len(v)), list(v))
 
 
-@intrinsic(prefer_literal=True)
-def _wino_in(typingctx, V, v0, vs, src, s0, rs, n):
-    """V[v0 + xi*vs : +n] = the transforms B^T d B of n tiles side by side, tile t's 4x4 input d at src[s0 + 2t +
-    r*rs + j] (rows r, columns j): per input row two loads of 2n floats (at columns 0 and 2) split into even and
-    odd columns, so that the four columns of every tile are four vectors; n a literal (float32 arrays, unchecked)."""
-    L = _width(n, V, src)
-    if L is None:
-        return None
-    sig = types.void(V, v0, vs, src, s0, rs, n)
+def _tile_transform(size, transform):
+    """The intrinsic tiles(D, d0, ds, src, s0, rs, n): D[d0 + xi*ds : +n] = T d T^t (T: `transform`, 4 x size; xi =
+    4i + j of the 4x4 result) of n tiles side by side, tile t's size x size input d at src[s0 + 2t + r*rs + j] (rows
+    r, columns j): per input row size / 2 loads of 2n floats (at columns 0, 2) split into even and odd columns, so
+    that the columns of every tile are vectors; n a literal (float32 arrays, unchecked)."""
+    @intrinsic(prefer_literal=True)
+    def tiles(typingctx, D, d0, ds, src, s0, rs, n):
+        L = _width(n, D, src)
+        if L is None:
+            return None
+        sig = types.void(D, d0, ds, src, s0, rs, n)
 
-    def codegen(context, builder, sig, args):
-        vp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
-        v0, vs, s0, rs = _lanes(builder, args, (1, 2, 4, 5))
-        i64 = ir.IntType(64)
-        even, odd = _index(range(0, 2 * L, 2)), _index(range(1, 2 * L, 2))
-        rows = []
-        for r in range(4):
-            off = builder.add(s0, builder.mul(rs, ir.Constant(i64, r)))
-            a, c = [builder.load(_vptr(builder, sp, builder.add(off, ir.Constant(i64, k)), 2 * L), align=4)
-                    for k in (0, 2)]
-            u = ir.Constant(a.type, ir.Undefined)
-            rows.append([builder.shuffle_vector(v, u, h) for v in (a, c) for h in (even, odd)])
-        cols = [_bt(builder, [rows[r][j] for r in range(4)]) for j in range(4)]      # cols[j][i]
-        for i in range(4):
-            for j, v in enumerate(_bt(builder, [cols[k][i] for k in range(4)])):
-                off = builder.add(v0, builder.mul(vs, ir.Constant(i64, 4 * i + j)))
-                builder.store(v, _vptr(builder, vp, off, L), align=4)
-        return context.get_dummy_value()
-    return sig, codegen
+        def codegen(context, builder, sig, args):
+            dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
+            d0, ds, s0, rs = _lanes(builder, args, (1, 2, 4, 5))
+            i64 = ir.IntType(64)
+            rows = []
+            for r in range(size):
+                off = builder.add(s0, builder.mul(rs, ir.Constant(i64, r)))
+                loads = [builder.load(_vptr(builder, sp, builder.add(off, ir.Constant(i64, k)), 2 * L), align=4)
+                         for k in range(0, size, 2)]
+                rows.append([builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), _index(range(h, 2 * L, 2)))
+                             for v in loads for h in (0, 1)])
+            cols = [transform(builder, [rows[r][j] for r in range(size)]) for j in range(size)]    # cols[j][i]
+            for i in range(4):
+                for j, v in enumerate(transform(builder, [cols[k][i] for k in range(size)])):
+                    off = builder.add(d0, builder.mul(ds, ir.Constant(i64, 4 * i + j)))
+                    builder.store(v, _vptr(builder, dp, off, L), align=4)
+            return context.get_dummy_value()
+        return sig, codegen
+    return tiles
+
+
+# V = B^T d B of 4x4 input tiles; the gradient of the products' m, A g A^T, from a 2x2 output tile's g
+_wino_in, _wino_g = _tile_transform(4, _bt), _tile_transform(2, _ag)
 
 
 @intrinsic(prefer_literal=True)
@@ -832,45 +843,20 @@ def _wino(x, ph, pw, xp, U, bias, out):
                         _wino_out(of, o0, W, M, m0, OT, bo, 2)
 
 
-
-@intrinsic(prefer_literal=True)
-def _wino_g(typingctx, D, d0, ds, src, s0, rs, n):
-    """D[d0 + xi*ds : +n] = A g A^T (the 4x4 gradient of a tile's m from its 2x2 output's g) of n tiles side by side,
-    tile t's g at src[s0 + 2t + r*rs + j] (r, j < 2); n a literal (float32 arrays, unchecked)."""
-    L = _width(n, D, src)
-    if L is None:
-        return None
-    sig = types.void(D, d0, ds, src, s0, rs, n)
-
-    def codegen(context, builder, sig, args):
-        dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
-        d0, ds, s0, rs = _lanes(builder, args, (1, 2, 4, 5))
-        i64 = ir.IntType(64)
-        a = lambda v: [v[0], builder.fadd(v[0], v[1]), builder.fsub(v[0], v[1]), builder.fneg(v[1])]  # noqa: E731
-        rows = []
-        for r in range(2):
-            v = builder.load(_vptr(builder, sp, builder.add(s0, builder.mul(rs, ir.Constant(i64, r))), 2 * L),
-                             align=4)
-            rows.append([builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), _index(range(j, 2 * L, 2)))
-                         for j in range(2)])
-        cols = [a([rows[0][j], rows[1][j]]) for j in range(2)]                        # cols[j][i]
-        for i in range(4):
-            for j, v in enumerate(a([cols[0][i], cols[1][i]])):
-                builder.store(v, _vptr(builder, dp, builder.add(d0, builder.mul(ds, ir.Constant(i64, 4 * i + j))),
-                                       L), align=4)
-        return context.get_dummy_value()
-    return sig, codegen
+def _by_rows(tiles):
+    """tiles (`_tile_transform`) over a row of TW tiles: 8 at a time, or all 4 or 2."""
+    def row(D, d0, ds, src, s0, rs, TW):
+        if TW % 8 == 0:
+            for tw in range(0, TW, 8):
+                tiles(D, d0 + tw, ds, src, s0 + 2 * tw, rs, 8)
+        elif TW == 4:
+            tiles(D, d0, ds, src, s0, rs, 4)
+        else:
+            tiles(D, d0, ds, src, s0, rs, 2)
+    return numba.njit(cache=_CACHE, nogil=True, inline="always")(row)
 
 
-def _wino_in_row(V, v0, vs, src, s0, rs, TW):
-    """`_wino_in` over a row of TW tiles (8 at a time, or all 4 or 2)."""
-    if TW % 8 == 0:
-        for tw in range(0, TW, 8):
-            _wino_in(V, v0 + tw, vs, src, s0 + 2 * tw, rs, 8)
-    elif TW == 4:
-        _wino_in(V, v0, vs, src, s0, rs, 4)
-    else:
-        _wino_in(V, v0, vs, src, s0, rs, 2)
+_wino_in_row, _wino_g_row = _by_rows(_wino_in), _by_rows(_wino_g)
 
 
 def _wino_weight_grad(xp, g, outs):
@@ -904,14 +890,8 @@ def _wino_weight_grad(xp, g, outs):
             for o in range(O):
                 for b in range(m):
                     for th in range(TH):
-                        d0, s0 = o * T + (b * TH + th) * TW, (((n0 + b) * O + o) * H + 2 * th) * W
-                        if TW % 8 == 0:
-                            for tw in range(0, TW, 8):
-                                _wino_g(D, d0 + tw, OT, gf, s0 + 2 * tw, W, 8)
-                        elif TW == 4:
-                            _wino_g(D, d0, OT, gf, s0, W, 4)
-                        else:
-                            _wino_g(D, d0, OT, gf, s0, W, 2)
+                        _wino_g_row(D, o * T + (b * TH + th) * TW, OT, gf, (((n0 + b) * O + o) * H + 2 * th) * W, W,
+                                    TW)
             tiles = m * per
             for xi in range(16):
                 for o in range(0, O, VL):
@@ -927,7 +907,6 @@ _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _ahead = numba.njit(cache=True, nogil=True, inline="always")(_ahead)
 _g_positions = numba.njit(cache=True, nogil=True)(_g_positions)
 _wino_images = numba.njit(cache=True, nogil=True)(_wino_images)
-_wino_in_row = numba.njit(cache=_CACHE, nogil=True, inline="always")(_wino_in_row)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
                                                                         _input_grad_cols, _input_grad_padded, _wino,
                                                                         _wino_weight_grad)}
