@@ -150,17 +150,17 @@ def input_columns(x, kh, kw, stride, padding, dilation):
     return columns(x, kh, kw, stride, padding, dilation, OH, OW)
 
 
-def _direct(a, b, check, groups, stride, padding, dilation, kernel, size):
+def _direct(a, b, check, groups, stride, padding, dilation, kernel, size, channels):
     """Whether convtile.py's direct convolution takes a product of the arrays a and b (`check`: its `direct` or
-    `direct_input_grad`)."""
+    `direct_input_grad`; channels: the convolution's (input, output) channels)."""
     return a.dtype == np.float32 and b.dtype == np.float32 and \
-        check(a.dtype, groups, tuple(stride), tuple(padding), tuple(dilation), tuple(kernel), tuple(size))
+        check(a.dtype, groups, tuple(stride), tuple(padding), tuple(dilation), tuple(kernel), tuple(size), channels)
 
 
 def conv2d_forward(x, w, stride, padding, dilation, groups, bias=None):
     from . import convtile
     out_size = [conv_out_size(x.shape[d], w.shape[d], stride[d - 2], padding[d - 2], dilation[d - 2]) for d in (2, 3)]
-    if _direct(x, w, convtile.direct, groups, stride, padding, dilation, w.shape[2:], out_size) and \
+    if _direct(x, w, convtile.direct, groups, stride, padding, dilation, w.shape[2:], out_size, w.shape[1::-1]) and \
             (bias is None or bias.dtype == np.float32):
         return convtile.forward(x, w, bias, stride, padding, dilation)
     return forward_from_columns(input_columns(x, w.shape[2], w.shape[3], stride, padding, dilation), w, groups, bias)
@@ -255,7 +255,8 @@ def _grouped_grad(g, groups):
 
 def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
     from . import convtile
-    if _direct(g, w, convtile.direct_input_grad, groups, stride, padding, dilation, w.shape[2:], input_shape[2:]):
+    if _direct(g, w, convtile.direct_input_grad, groups, stride, padding, dilation, w.shape[2:], input_shape[2:],
+               w.shape[1::-1]):
         return convtile.input_grad(g, w, input_shape, tuple(stride), padding, dilation)
     N, C, H, W = input_shape
     O, Cg, kh, kw = w.shape
@@ -276,7 +277,8 @@ def conv2d_input_grad(g, w, input_shape, stride, padding, dilation, groups):
 
 def conv2d_weight_grad(x, g, weight_shape, stride, padding, dilation, groups):
     from . import convtile
-    if _direct(x, g, convtile.direct, groups, stride, padding, dilation, weight_shape[2:], g.shape[2:]):
+    if _direct(x, g, convtile.direct, groups, stride, padding, dilation, weight_shape[2:], g.shape[2:],
+               weight_shape[1::-1]):
         return convtile.weight_grad(x, g, weight_shape, stride, padding, dilation)
     kh, kw = weight_shape[2:]
     return weight_grad_from_columns(columns(x, kh, kw, stride, padding, dilation, g.shape[2], g.shape[3]), g,

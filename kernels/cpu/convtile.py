@@ -55,23 +55,27 @@ WIDE = 64        # positions per panel of the weight gradient (its tiles' reduct
 MR = 6 if LANES == 8 else 16
 
 
-def direct(dtype, groups, stride, padding, dilation, kernel, out_size):
+def direct(dtype, groups, stride, padding, dilation, kernel, out_size, channels=None):
     """Whether a convolution (its forward and weight gradient) runs here: float32, one group, a kernel of more
     than one tap (a 1x1 convolution's columns are the input itself: BLAS's product was 2-3x faster there), an
-    output of OH x OW positions with OW a multiple or a divisor of NR and OH*OW a multiple of NR; any strides."""
+    output of OH x OW positions with OW a multiple or a divisor of NR and OH*OW a multiple of NR; any strides. Or,
+    given channels (C, O), where Winograd computes both (`winograd_all`: any even output size)."""
     OH, OW = out_size
-    return (ENABLED and np.dtype(dtype) == np.float32 and groups == 1 and
-            kernel[0] * kernel[1] > 1 and OH * OW > 0 and
-            OH * OW % NR == 0 and (OW % NR == 0 or NR % OW == 0))
+    ok = ENABLED and np.dtype(dtype) == np.float32 and groups == 1
+    return ok and (kernel[0] * kernel[1] > 1 and OH * OW > 0 and OH * OW % NR == 0 and
+                   (OW % NR == 0 or NR % OW == 0) or
+                   channels is not None and winograd_all(kernel, stride, dilation, channels, out_size))
 
 
-def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_size):
+def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_size, channels=None):
     """Whether the input gradient runs here. Stride 1: a forward convolution producing the input's size, g padded
-    by dilation*(kernel-1) - padding >= 0. Strided: `_input_grad_cols`, where g's size is one `direct` takes
-    (any kernel, 1x1 too)."""
+    by dilation*(kernel-1) - padding >= 0, one `direct` takes or, given channels (C, O), Winograd (of g's O
+    channels). Strided: `_input_grad_cols`, where g's size is one `direct` takes (any kernel, 1x1 too)."""
     if stride == (1, 1):
         return all(d * (k - 1) >= p for d, k, p in zip(dilation, kernel, padding)) and \
-            direct(dtype, groups, stride, padding, dilation, kernel, input_size)
+            (direct(dtype, groups, stride, padding, dilation, kernel, input_size) or
+             channels is not None and np.dtype(dtype) == np.float32 and groups == 1 and
+             winograd(kernel, stride, dilation, channels[::-1], input_size))
     out_size = [conv_out_size(*a) for a in zip(input_size, kernel, stride, padding, dilation)]
     return direct(dtype, groups, stride, padding, dilation, (2, 1), out_size)
 
@@ -667,25 +671,33 @@ WINO_TILES = 64          # tiles a block of images gives the products at least (
 WINO_FLOATS = 1 << 14    # the most floats of one transformed block V[xi] or M[xi] (C or O times its tiles)
 
 
-def _wino_images(H, W):
-    """Images per block of `_wino`: at least WINO_TILES tiles, a multiple of NR."""
-    per, nb = H // 2 * (W // 2), 1
-    while nb * per % NR or nb * per < WINO_TILES:
+def _wino_blocks(H, W, C, O):
+    """(images per block, tile rows per chunk) of `_wino` and `_wino_weight_grad` for an output H x W and C, O
+    channels: a chunk's transformed slices (C or O x its tiles) at most WINO_FLOATS floats (in L2); where whole
+    images fit, blocks of as many as give WINO_TILES tiles, else an image at a time in chunks of tile rows."""
+    TH, TW = H // 2, W // 2
+    rows = max(1, min(TH, WINO_FLOATS // (max(C, O) * TW)))
+    nb = 1
+    while rows == TH and nb * TH * TW < WINO_TILES and (nb + 1) * TH * TW * max(C, O) <= WINO_FLOATS:
         nb += 1
-    return nb
+    return nb, rows
 
 
 def winograd(kernel, stride, dilation, channels, out_size):
     """Whether `_wino` computes this convolution (of the padded input's planes, S = 1) of channels = (C, O) (the
     input it transforms, the output): 3x3, stride 1, undilated, C >= 4 (from 1 or 2 channels 16x16 to 16 the direct
     tiles took 0.21 / 0.31 ms, Winograd 0.37 / 0.45: the output's transform outweighs the products; 3: 0.27 / 0.25),
-    an output of even height and width W with W // 2 tiles a row in 2 or 4 or vectors of 8, blocks of the image
-    that fit L2 (WINO_FLOATS)."""
+    an output of even height and width, a row of tiles whose transforms fit L2 (WINO_FLOATS)."""
     H, W = out_size
-    if not (ENABLED and WINOGRAD and tuple(kernel) == (3, 3) and tuple(stride) == tuple(dilation) == (1, 1) and
-            channels[0] >= 4 and H > 0 and H % 2 == 0 and W % 2 == 0 and (W // 2 in (2, 4) or W // 2 % 8 == 0)):
-        return False
-    return max(channels) * _wino_images(H, W) * (H // 2) * (W // 2) <= WINO_FLOATS
+    return (ENABLED and WINOGRAD and tuple(kernel) == (3, 3) and tuple(stride) == tuple(dilation) == (1, 1) and
+            channels[0] >= 4 and H > 0 and H % 2 == 0 and W > 0 and W % 2 == 0 and
+            max(channels) * (W // 2) <= WINO_FLOATS)
+
+
+def winograd_all(kernel, stride, dilation, channels, out_size):
+    """Whether Winograd computes the forward and the weight gradient of this convolution (channels (C, O)): the
+    weight gradient's from 8 input channels and output channels a multiple of NR (`_weight_grad_calls`)."""
+    return winograd(kernel, stride, dilation, channels, out_size) and channels[0] >= 8 and channels[1] % NR == 0
 
 
 # G (F(2x2, 3x3)'s weight transform) as the 16 x 9 matrix that takes a 3x3 kernel to the 4x4 G g G^T
@@ -796,13 +808,13 @@ def _wino_out(typingctx, out, o0, ow, M, m0, ms, bias, n):
 def _wino(x, ph, pw, xp, U, bias, out):
     """out (N, O, H, W) = the convolution (3x3, stride 1) of the padded input's planes xp (N, C, 1, H + 2, W + 2)
     with the transformed weights U (16, O, C) (`_transformed`), plus bias (size 0: none), by blocks of images
-    (`_wino_images`). x (N, C, H', W'), unless its size is 0: each block's planes are first filled from it, padded
-    by (ph, pw), into xp or, xp's size 0, into a buffer of the block."""
+    and chunks of tile rows (`_wino_blocks`). x (N, C, H', W'), unless its size is 0: each block's planes are first
+    filled from it, padded by (ph, pw), into xp or, xp's size 0, into a buffer of the block."""
     N, O, H, W = out.shape
     C = U.shape[2]
     TH, TW = H // 2, W // 2
-    per, nb = TH * TW, _wino_images(H, W)
-    T = nb * per
+    nb, R = _wino_blocks(H, W, C, O)
+    T = -(-nb * R * TW // NR) * NR           # a chunk's tiles, rounded up to the products' columns
     CT, OT = C * T + 24, O * T + 24          # (V[xi] and M[xi] not a multiple of 4 KB apart: the 16 rows a tile
     #                                           writes fell in one set of L1's: 1.07 -> 0.38 ms of transforms)
     of, uf = out.reshape(-1), U.reshape(-1)
@@ -817,43 +829,61 @@ def _wino(x, ph, pw, xp, U, bias, out):
         src = buf.reshape(-1)
         V = np.empty(16 * CT, np.float32)
         M = np.empty(16 * OT, np.float32)
-        for c in range(C):
-            for b in range(m):
-                for th in range(TH):
-                    _wino_in_row(V, c * T + (b * TH + th) * TW, CT, src, (((i0 + b) * C + c) * Hp + 2 * th) * Wq,
-                                 Wq, TW)
-            for t in range(m * per, -(-m * per // NR) * NR):     # (a last, partial block: its products' columns
-                for xi in range(16):                             # beyond its tiles read zeros, not garbage)
-                    V[xi * CT + c * T + t] = 0
-        for xi in range(16):
-            for t0 in range(0, m * per, NR):
-                _outer_rows(uf, xi * O * C, (0, 0, 1), C, V, xi * CT + t0, (0, 0, T), None, 8, M, xi * OT + t0, T,
-                            (1, 1, C), O)
-        for o in range(O):
-            bo = bias[o] if bias.size else np.float32(0)
-            for b in range(m):
-                for th in range(TH):
-                    o0, m0 = (((n0 + b) * O + o) * H + 2 * th) * W, o * T + (b * TH + th) * TW
-                    if TW % 8 == 0:
-                        for tw in range(0, TW, 8):
-                            _wino_out(of, o0 + 2 * tw, W, M, m0 + tw, OT, bo, 8)
-                    elif TW == 4:
-                        _wino_out(of, o0, W, M, m0, OT, bo, 4)
-                    else:
-                        _wino_out(of, o0, W, M, m0, OT, bo, 2)
+        for r0 in range(0, TH, R):
+            rr = min(R, TH - r0)
+            tiles = m * rr * TW
+            for c in range(C):
+                for b in range(m):
+                    for th in range(rr):
+                        _wino_in_row(V, c * T + (b * rr + th) * TW, CT, src,
+                                     (((i0 + b) * C + c) * Hp + 2 * (r0 + th)) * Wq, Wq, TW)
+                for t in range(tiles, -(-tiles // NR) * NR):     # (the products' columns beyond the tiles read
+                    for xi in range(16):                         # zeros, not garbage)
+                        V[xi * CT + c * T + t] = 0
+            for xi in range(16):
+                for t0 in range(0, tiles, NR):
+                    _outer_rows(uf, xi * O * C, (0, 0, 1), C, V, xi * CT + t0, (0, 0, T), None, 8, M, xi * OT + t0,
+                                T, (1, 1, C), O)
+            for o in range(O):
+                bo = bias[o] if bias.size else np.float32(0)
+                for b in range(m):
+                    for th in range(rr):
+                        _wino_out_row(of, (((n0 + b) * O + o) * H + 2 * (r0 + th)) * W, W, M,
+                                      o * T + (b * rr + th) * TW, OT, bo, TW)
 
 
 def _by_rows(tiles):
-    """tiles (`_tile_transform`) over a row of TW tiles: 8 at a time, or all 4 or 2."""
+    """tiles (`_tile_transform`) over a row of TW tiles: 8 at a time, then 4, 2, 1."""
     def row(D, d0, ds, src, s0, rs, TW):
-        if TW % 8 == 0:
-            for tw in range(0, TW, 8):
-                tiles(D, d0 + tw, ds, src, s0 + 2 * tw, rs, 8)
-        elif TW == 4:
-            tiles(D, d0, ds, src, s0, rs, 4)
-        else:
-            tiles(D, d0, ds, src, s0, rs, 2)
+        t = 0
+        while t + 8 <= TW:
+            tiles(D, d0 + t, ds, src, s0 + 2 * t, rs, 8)
+            t += 8
+        if t + 4 <= TW:
+            tiles(D, d0 + t, ds, src, s0 + 2 * t, rs, 4)
+            t += 4
+        if t + 2 <= TW:
+            tiles(D, d0 + t, ds, src, s0 + 2 * t, rs, 2)
+            t += 2
+        if t < TW:
+            tiles(D, d0 + t, ds, src, s0 + 2 * t, rs, 1)
     return numba.njit(cache=_CACHE, nogil=True, inline="always")(row)
+
+
+def _wino_out_row(out, o0, ow, M, m0, ms, bias, TW):
+    """`_wino_out` over a row of TW tiles: 8 at a time, then 4, 2, 1."""
+    t = 0
+    while t + 8 <= TW:
+        _wino_out(out, o0 + 2 * t, ow, M, m0 + t, ms, bias, 8)
+        t += 8
+    if t + 4 <= TW:
+        _wino_out(out, o0 + 2 * t, ow, M, m0 + t, ms, bias, 4)
+        t += 4
+    if t + 2 <= TW:
+        _wino_out(out, o0 + 2 * t, ow, M, m0 + t, ms, bias, 2)
+        t += 2
+    if t < TW:
+        _wino_out(out, o0 + 2 * t, ow, M, m0 + t, ms, bias, 1)
 
 
 _wino_in_row, _wino_g_row = _by_rows(_wino_in), _by_rows(_wino_g)
@@ -863,14 +893,14 @@ def _wino_weight_grad(xp, g, outs):
     """outs[p] (16, C, O) = the sum over the tiles of images N*p//parts .. N*(p+1)//parts (parts = len(outs)) of
     V[xi] (C x tiles) @ (A g A^T)[xi]^T (tiles x O): the 3x3 stride-1 convolution's weight gradient dU before G^T .. G
     (`_from_transformed`), from the input's planes xp (N, C, 1, H + 2, W + 2) and g (N, O, H, W), O a multiple of NR.
-    A block of images (`_wino_images`) at a time: its transforms, A g A^T made as (xi, O, tiles) by vectors of
-    tiles and transposed 8 x 8 into (xi, tiles, O), then 16 products by `_outer` tiles (rows: input channels, the
-    reduction: the block's tiles) added into the part's sum. A part gives the same bits here or on its own."""
+    A chunk (`_wino_blocks`) at a time: its transforms, A g A^T made as (xi, O, tiles) by vectors of tiles and
+    transposed 8 x 8 into (xi, tiles, O), then 16 products by `_outer` tiles (rows: input channels, the reduction:
+    the chunk's tiles) added into the part's sum. A part gives the same bits here or on its own."""
     N, O, H, W = g.shape
     C, parts = xp.shape[1], outs.shape[0]
     TH, TW = H // 2, W // 2
-    per, nb = TH * TW, _wino_images(H, W)
-    T = nb * per
+    nb, R = _wino_blocks(H, W, C, O)
+    T = -(-nb * R * TW // NR) * NR
     CT, OT, TO = C * T + 24, O * T + 24, T * O + 24
     Hp, Wq = H + 2, W + 2
     src, gf, of = xp.reshape(-1), g.reshape(-1), outs.reshape(-1)
@@ -882,31 +912,35 @@ def _wino_weight_grad(xp, g, outs):
         acc = np.zeros(16 * C * O, np.float32)
         for n0 in range(lo, hi, nb):
             m = min(nb, hi - n0)
-            for c in range(C):
-                for b in range(m):
-                    for th in range(TH):
-                        _wino_in_row(V, c * T + (b * TH + th) * TW, CT, src,
-                                     (((n0 + b) * C + c) * Hp + 2 * th) * Wq, Wq, TW)
-            for o in range(O):
-                for b in range(m):
-                    for th in range(TH):
-                        _wino_g_row(D, o * T + (b * TH + th) * TW, OT, gf, (((n0 + b) * O + o) * H + 2 * th) * W, W,
-                                    TW)
-            tiles = m * per
-            for xi in range(16):
-                for o in range(0, O, VL):
-                    for t in range(0, tiles, VL):        # (columns past the tiles: never read by the products)
-                        _transpose8(Dt, xi * TO + t * O + o, O, D, xi * OT + o * T + t, T)
-                for o in range(0, O, NR):
-                    _outer_rows_add(V, xi * CT, (0, 0, 1), T, Dt, xi * TO + o, (0, 0, O), None, 8, acc,
-                                    xi * C * O + o, O, (1, 1, tiles), C)
+            for r0 in range(0, TH, R):
+                rr = min(R, TH - r0)
+                for c in range(C):
+                    for b in range(m):
+                        for th in range(rr):
+                            _wino_in_row(V, c * T + (b * rr + th) * TW, CT, src,
+                                         (((n0 + b) * C + c) * Hp + 2 * (r0 + th)) * Wq, Wq, TW)
+                for o in range(O):
+                    for b in range(m):
+                        for th in range(rr):
+                            _wino_g_row(D, o * T + (b * rr + th) * TW, OT, gf,
+                                        (((n0 + b) * O + o) * H + 2 * (r0 + th)) * W, W, TW)
+                tiles = m * rr * TW
+                for xi in range(16):
+                    for o in range(0, O, VL):
+                        for t in range(0, tiles, VL):        # (columns past the tiles: never read by the products)
+                            _transpose8(Dt, xi * TO + t * O + o, O, D, xi * OT + o * T + t, T)
+                    for o in range(0, O, NR):
+                        _outer_rows_add(V, xi * CT, (0, 0, 1), T, Dt, xi * TO + o, (0, 0, O), None, 8, acc,
+                                        xi * C * O + o, O, (1, 1, tiles), C)
         for i in range(16 * C * O):
             of[part * 16 * C * O + i] = acc[i]
+
 
 _tap = numba.njit(cache=True, nogil=True, inline="always")(_tap)
 _ahead = numba.njit(cache=True, nogil=True, inline="always")(_ahead)
 _g_positions = numba.njit(cache=True, nogil=True)(_g_positions)
-_wino_images = numba.njit(cache=True, nogil=True)(_wino_images)
+_wino_blocks = numba.njit(cache=True, nogil=True)(_wino_blocks)
+_wino_out_row = numba.njit(cache=_CACHE, nogil=True, inline="always")(_wino_out_row)
 _SERIAL = {f.__name__: numba.njit(cache=_CACHE, nogil=True)(f) for f in (_panel, _fill, _forward, _weight_grad,
                                                                         _input_grad_cols, _input_grad_padded, _wino,
                                                                         _wino_weight_grad)}
@@ -1014,7 +1048,7 @@ def _weight_grad_calls(xp, g, weight_shape, stride, dilation, n):
     parts = max(1, min(n, g.shape[0]))
     # (Winograd's for 8 input channels or more: 3 -> 16 channels at 16x16 0.30 -> 0.40 ms, where 16 -> 16 1.07 ->
     # 0.81-0.87, 32 -> 32 at 8x8 1.10 -> 0.71, 64 -> 64 at 4x4 1.11 -> 0.89, the planes' copy included)
-    if winograd((kh, kw), stride, dilation, (C, O), g.shape[2:]) and O % NR == 0 and C >= 8:
+    if winograd_all((kh, kw), stride, dilation, (C, O), g.shape[2:]):
         name, outs = "_wino_weight_grad", np.empty((parts, 16, C, O), np.float32)
         args, finish = (xp, g, outs), _from_transformed
     else:

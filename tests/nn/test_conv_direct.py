@@ -59,6 +59,9 @@ CASES = [  # N, C, H, W, O, (kh, kw), stride, padding, dilation
     (2, 4, 4, 32, 6, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd rows of two vectors of 8 tiles
     (3, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1), (1, 1)),        # Winograd weight gradient, a partial block of images
     (5, 8, 4, 16, 32, (3, 3), (1, 1), (0, 1), (1, 1)),       # the same, unequal padding, tiles of 2 rows
+    (2, 8, 12, 12, 16, (3, 3), (1, 1), (1, 1), (1, 1)),      # rows of 12: Winograd only, 4 + 2 tiles a row
+    (3, 8, 14, 14, 16, (3, 3), (1, 1), (1, 1), (1, 1)),      # 7 tiles a row: 4 + 2 + 1; blocks of 2 images
+    (2, 64, 48, 48, 64, (3, 3), (1, 1), (1, 1), (1, 1)),     # an image in chunks of 10 tile rows, the last of 4
 ]
 
 
@@ -143,6 +146,17 @@ def test_which_convolutions_run_direct():
     assert not di(np.float64, 1, (2, 2), (1, 1), (1, 1), (3, 3), (16, 16))
     assert not di(np.float32, 2, (2, 2), (1, 1), (1, 1), (3, 3), (16, 16))
     assert not di(np.float32, 1, (1, 1), (3, 1), (1, 1), (3, 3), (8, 8))       # padding 3 > reach 2 of a 3x3
+    # given the channels (C, O): also where Winograd computes the forward and the weight gradient (any even size,
+    # O a multiple of 16, C >= 8), or the input gradient (O >= 4)
+    assert d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (4, 12), (8, 16))
+    assert d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (56, 56), (64, 64))
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (56, 56), (64, 24))
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (56, 56), (4, 16))
+    assert not d(np.float32, 1, (2, 2), (1, 1), (1, 1), (3, 3), (28, 28), (64, 64))
+    assert not d(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (7, 7), (64, 64))
+    assert di(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (14, 14), (16, 5))
+    assert not di(np.float32, 1, (1, 1), (1, 1), (1, 1), (3, 3), (14, 14), (16, 3))
+    assert not di(np.float32, 1, (1, 1), (3, 3), (1, 1), (3, 3), (14, 14), (16, 16))
 
 
 def test_traced_resnet_layer_convolves_in_place():
@@ -170,6 +184,40 @@ def test_traced_resnet_layer_convolves_in_place():
     assert "conv_columns" not in names and "conv_planes" not in names, names
     assert names.count("conv2d_planes_forward") == 1 and "conv2d_weight_grad_from_planes" in names, names
     assert "conv2d" not in names and "conv2d_backward_weight" not in names, names
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_traced_winograd_only_layer_equals_eager(n, monkeypatch):
+    """A 3x3 layer on 12x12 images (rows of 12: the direct tiles do not take it, Winograd does), traced, on one or
+    two Python threads: the planes shared by the forward and the weight gradient as for a direct convolution, the
+    numbers eager's and within float32 rounding of the BLAS path's."""
+    monkeypatch.setattr(convtile, "_threads", lambda macs: n)
+    monkeypatch.setattr(convtile, "_ready_variant", lambda name, args: None)
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal((3, 8, 12, 12)).astype(np.float32)
+    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.1
+
+    def step(x, w):
+        y = F.conv2d(x, w, padding=1)
+        (y * y).sum().backward()
+        return y.detach(), x.grad, w.grad
+
+    def run(fn):
+        return [t.numpy() for t in fn(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True))]
+    traced = tj.trace(step)
+    got, want = run(traced), run(step)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+    graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
+    names = [n.op.name for n in graph.nodes]
+    assert names.count("conv2d_planes_forward") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
+    convtile.ENABLED = False
+    try:
+        blas = run(step)
+    finally:
+        convtile.ENABLED = True
+    for a, b in zip(got, blas):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.parametrize("stride", [1, 2])
@@ -317,17 +365,21 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, wino, monkeypatc
 
 
 def test_winograd_takes_the_3x3_stride_1_layers_it_computes_faster():
-    """Which convolutions go to Winograd's F(2x2, 3x3): the ResNet bench's stride-1 3x3 layers, not strided or
-    dilated ones, not 5x5 kernels, not odd sizes or rows of 6 tiles, not an input of fewer than 4 channels, not
-    blocks too large for L2."""
+    """Which convolutions go to Winograd's F(2x2, 3x3): 3x3 layers of stride 1 and even output sizes (the ResNet
+    bench's, ImageNet ResNets' 56, 28, 14), not strided or dilated ones, not 5x5 kernels, not odd sizes, not an
+    input of fewer than 4 channels, not a row of tiles too large for L2; blocks of images where they are small,
+    chunks of tile rows where they are large."""
     ok = lambda *a: convtile.winograd(*a)     # noqa: E731
     one = (1, 1)
-    for C, H in ((16, 16), (32, 8), (64, 4), (4, 16)):
+    for C, H in ((16, 16), (32, 8), (64, 4), (4, 16), (64, 56), (128, 28), (256, 14), (16, 12)):
         assert ok((3, 3), one, one, (C, C), (H, H))
     assert not ok((3, 3), (2, 2), one, (16, 16), (8, 8))
     assert not ok((3, 3), one, (2, 2), (16, 16), (16, 16))
     assert not ok((5, 5), one, one, (16, 16), (16, 16))
     assert not ok((3, 3), one, one, (16, 16), (15, 16))
-    assert not ok((3, 3), one, one, (16, 16), (12, 12))
+    assert not ok((3, 3), one, one, (512, 512), (7, 7))
     assert not ok((3, 3), one, one, (3, 16), (16, 16))
-    assert not ok((3, 3), one, one, (512, 512), (16, 16))
+    assert not ok((3, 3), one, one, (4096, 4096), (16, 16))
+    blocks = convtile._wino_blocks.py_func
+    assert blocks(16, 16, 16, 16) == (1, 8) and blocks(4, 4, 64, 64) == (16, 2) and blocks(8, 8, 32, 32) == (4, 4)
+    assert blocks(56, 56, 64, 64) == (1, 9)            # 9 of 28 tile rows a chunk: 64 x 252 floats <= 16K

@@ -81,10 +81,10 @@ def shared_columns(g):
                 x.dtype.np in (np.float32, np.float64) and all(isinstance(v, Value) and v.dtype is x.dtype
                                                                 for v in n.inputs)):
             return None
-        kh, kw = (y.shape if n.op.name == "conv2d" else n.attrs["weight_shape"])[2:]
+        O, C, kh, kw = y.shape if n.op.name == "conv2d" else n.attrs["weight_shape"]
         a = n.attrs
         k = id(x), kh, kw, tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"])
-        return k + (direct(x.dtype.np, a["groups"], *k[3:], (kh, kw), _cols_meta(x, *k[1:]).shape[2:]),)
+        return k + (direct(x.dtype.np, a["groups"], *k[3:], (kh, kw), _cols_meta(x, *k[1:]).shape[2:], (C, O)),)
 
     def shared(x, k):
         """The shared copy's node: planes for a direct convolution, columns for the others."""
