@@ -1,10 +1,13 @@
 """The ResNet bench's 3x3 convolution layers one at a time (batch 64: 16 channels at 16x16, 32 at 8x8, 64 at 4x4,
-stride 1, and the two stride-2 downsampling layers), tracejit's direct kernels (kernels/cpu/convtile.py) against
-torch's conv2d (NCHW and channels_last) where torch is installed: forward, input gradient and weight gradient,
-one thread, medians in ms and GFLOP/s, each checked against the float64 sums first. For comparing the tile widths
-per CPU: run it as it is and with TRACEJIT_CONV_LANES=8 (or 16) on the same machine.
+stride 1, and the two stride-2 downsampling layers), tracejit's kernels (kernels/cpu/convtile.py: the direct tiles,
+Winograd's F(2x2, 3x3) for the stride-1 layers) against torch's conv2d (NCHW and channels_last) where torch is
+installed: forward, input gradient and weight gradient, one thread, medians in ms and GFLOP/s (the direct
+convolution's multiply-adds: Winograd's rate counts the work it avoids), each checked against the float64 sums
+first. --imagenet: ImageNet ResNet-18's stride-1 layers instead (8 images: 64 channels at 56x56, 128 at 28x28, 256
+at 14x14). For comparing the tile widths per CPU: run it as it is and with TRACEJIT_CONV_LANES=8 (or 16) on the
+same machine.
 
-    python benches/bench_conv_layers.py [--repeat 21]
+    python benches/bench_conv_layers.py [--repeat 21] [--imagenet]
 """
 import argparse
 import os
@@ -19,7 +22,7 @@ import numpy as np  # noqa: E402
 from tracejit.kernels.cpu import convtile  # noqa: E402
 
 LAYERS = [(16, 16, 16, 1), (32, 32, 8, 1), (64, 64, 4, 1), (16, 32, 16, 2), (32, 64, 8, 2)]   # C, O, H, stride
-N = 64
+IMAGENET = [(64, 64, 56, 1), (128, 128, 28, 1), (256, 256, 14, 1)]
 
 
 def _torch_fns(x, w, g, stride, memory_format):
@@ -43,7 +46,9 @@ def _torch_fns(x, w, g, stride, memory_format):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=21)
+    p.add_argument("--imagenet", action="store_true", help="ImageNet ResNet-18's stride-1 layers, 8 images")
     a = p.parse_args()
+    layers, N = (IMAGENET, 8) if a.imagenet else (LAYERS, 64)
     H.pin_threads(1)
     m = H.machine()
     print(H.machine_line(m), f"conv tile: {convtile.LANES} floats per vector, {convtile.MR} rows")
@@ -53,7 +58,7 @@ def main():
         torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     print(f"{'layer':22} {'what':6} {'tracejit ms':>11} {'GFLOP/s':>8} {'torch ms':>9} {'torch CL ms':>11}")
-    for C, O, Hs, s in LAYERS:
+    for C, O, Hs, s in layers:
         x = rng.standard_normal((N, C, Hs, Hs), dtype=np.float32)
         w = rng.standard_normal((O, C, 3, 3), dtype=np.float32) * 0.1
         OH = (Hs + 2 - 3) // s + 1

@@ -15,11 +15,11 @@ holds the padded columns p, p + S, ...), so that each kernel column is again a c
   position (g laid out (positions, O rounded up to 16)), A = MR input channels at one tap read in place (or, for
   inputs of fewer channels, a panel);
 - input gradient (stride 1): the forward convolution of the padded g with the flipped, transposed weights;
-- 3x3 kernels of stride 1, forward and input gradient: Winograd's F(2x2, 3x3) (`_wino`), its 16 products `_outer`
-  tiles too.
+- 3x3 kernels of stride 1: Winograd's F(2x2, 3x3) (`_wino`, `_wino_weight_grad`), its 16 products `_outer`
+  tiles too, for any even output size (`winograd`).
 
 Used where `direct` holds (float32, one group, more than one tap, the output width a multiple or a divisor of
-NR); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8: AVX2; LLVM lowers a vector to two
+NR, or a shape Winograd computes); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8: AVX2; LLVM lowers a vector to two
 SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA), or, where numba compiles for
 512-bit vectors (AVX-512: `vector_info`), one vector of 16 (LANES = 16) with MR = 16 rows: 16 accumulators of
 AVX-512's 32 registers. TRACEJIT_CONV_LANES=8 or 16 overrides the choice (16 on an AVX2 CPU runs, split by LLVM
