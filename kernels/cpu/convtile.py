@@ -19,8 +19,9 @@ holds the padded columns p, p + S, ...), so that each kernel column is again a c
   tiles too, for any even output size (`winograd`).
 
 Used where `direct` holds (float32, one group, more than one tap, the output width a multiple or a divisor of
-NR, or a shape Winograd computes); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8: AVX2; LLVM lowers a vector to two
-SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without FMA), or, where numba compiles for
+NR, or a shape Winograd computes); else conv.py's products. A tile row is two vectors of 8 floats (LANES = 8:
+AVX2; LLVM lowers a vector to two SSE registers without AVX, and `llvm.fmuladd` to a multiply and an add without
+FMA), or, where numba compiles for
 512-bit vectors (AVX-512: `vector_info`), one vector of 16 (LANES = 16) with MR = 16 rows: 16 accumulators of
 AVX-512's 32 registers. TRACEJIT_CONV_LANES=8 or 16 overrides the choice (16 on an AVX2 CPU runs, split by LLVM
 into halves, slowly: for testing that code here); an override compiles these kernels without numba's disk cache,
@@ -61,10 +62,13 @@ def direct(dtype, groups, stride, padding, dilation, kernel, out_size, channels=
     output of OH x OW positions with OW a multiple or a divisor of NR and OH*OW a multiple of NR; any strides. Or,
     given channels (C, O), where Winograd computes both (`winograd_all`: any even output size)."""
     OH, OW = out_size
-    ok = ENABLED and np.dtype(dtype) == np.float32 and groups == 1
-    return ok and (kernel[0] * kernel[1] > 1 and OH * OW > 0 and OH * OW % NR == 0 and
-                   (OW % NR == 0 or NR % OW == 0) or
-                   channels is not None and winograd_all(kernel, stride, dilation, channels, out_size))
+    return _float32_ungrouped(dtype, groups) and (
+        kernel[0] * kernel[1] > 1 and OH * OW > 0 and OH * OW % NR == 0 and (OW % NR == 0 or NR % OW == 0) or
+        channels is not None and winograd_all(kernel, stride, dilation, channels, out_size))
+
+
+def _float32_ungrouped(dtype, groups):
+    return ENABLED and np.dtype(dtype) == np.float32 and groups == 1
 
 
 def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_size, channels=None):
@@ -73,9 +77,8 @@ def direct_input_grad(dtype, groups, stride, padding, dilation, kernel, input_si
     channels). Strided: `_input_grad_cols`, where g's size is one `direct` takes (any kernel, 1x1 too)."""
     if stride == (1, 1):
         return all(d * (k - 1) >= p for d, k, p in zip(dilation, kernel, padding)) and \
-            (direct(dtype, groups, stride, padding, dilation, kernel, input_size) or
-             channels is not None and np.dtype(dtype) == np.float32 and groups == 1 and
-             winograd(kernel, stride, dilation, channels[::-1], input_size))
+            (direct(dtype, groups, stride, padding, dilation, kernel, input_size) or channels is not None and
+             _float32_ungrouped(dtype, groups) and winograd(kernel, stride, dilation, channels[::-1], input_size))
     out_size = [conv_out_size(*a) for a in zip(input_size, kernel, stride, padding, dilation)]
     return direct(dtype, groups, stride, padding, dilation, (2, 1), out_size)
 
@@ -302,6 +305,17 @@ def _vptr(builder, p, off, width):
     return builder.bitcast(builder.gep(p, [_int64(builder, off)]), ir.VectorType(ir.FloatType(), width).as_pointer())
 
 
+def _index(v):
+    """The shuffle mask (an i32 vector constant) of the lane indices v."""
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(v)), list(v))
+
+
+def _interleave(builder, a, b):
+    """The vector a[0], b[0], a[1], b[1], ... of two vectors of n floats."""
+    n = a.type.count
+    return builder.shuffle_vector(a, b, _index([k // 2 + k % 2 * n for k in range(2 * n)]))
+
+
 def _data(context, builder, sig, args, k):
     """The data pointer of the array argument k of an intrinsic."""
     return context.make_array(sig.args[k])(context, builder, args[k]).data
@@ -320,8 +334,7 @@ def _split2(typingctx, dst, d0, d1, src, s0, n):
         dp, sp = _data(context, builder, sig, args, 0), _data(context, builder, sig, args, 3)
         v = builder.load(_vptr(builder, sp, args[4], 2 * width), align=4)
         for k, off in ((0, args[1]), (1, args[2])):
-            half = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined),
-                                          ir.Constant(ir.VectorType(ir.IntType(32), width), list(range(k, 2 * width, 2))))
+            half = builder.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), _index(range(k, 2 * width, 2)))
             builder.store(half, _vptr(builder, dp, off, width), align=4)
         return context.get_dummy_value()
     return sig, codegen
@@ -339,8 +352,7 @@ def _merge2(typingctx, dst, d0, src, s0, s1, n):
     def codegen(context, builder, sig, args):
         sp = _data(context, builder, sig, args, 2)
         a, b = [builder.load(_vptr(builder, sp, o, width), align=4) for o in (args[3], args[4])]
-        idx = [k // 2 + (k % 2) * width for k in range(2 * width)]
-        v = builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), idx))
+        v = _interleave(builder, a, b)
         builder.store(v, _vptr(builder, _data(context, builder, sig, args, 0), args[1], 2 * width), align=4)
         return context.get_dummy_value()
     return sig, codegen
@@ -735,10 +747,6 @@ def _at(b, m):
     return [b.fadd(b.fadd(m[0], m[1]), m[2]), b.fsub(b.fsub(m[1], m[2]), m[3])]
 
 
-def _index(v):
-    return ir.Constant(ir.VectorType(ir.IntType(32), len(v)), list(v))
-
-
 def _tile_transform(size, transform):
     """The intrinsic tiles(D, d0, ds, src, s0, rs, n): D[d0 + xi*ds : +n] = T d T^t (T: `transform`, 4 x size; xi =
     4i + j of the 4x4 result) of n tiles side by side, tile t's size x size input d at src[s0 + 2t + r*rs + j] (rows
@@ -798,7 +806,7 @@ def _wino_out(typingctx, out, o0, ow, M, m0, ms, bias, n):
                                    ir.Constant(vt, ir.Undefined), _index([0] * L))
         for i in range(2):
             y = [builder.fadd(v, b) for v in _at(builder, [cols[j][i] for j in range(4)])]
-            row = builder.shuffle_vector(y[0], y[1], _index([k // 2 + k % 2 * L for k in range(2 * L)]))
+            row = _interleave(builder, y[0], y[1])
             builder.store(row, _vptr(builder, op, builder.add(o0, builder.mul(ow, ir.Constant(i64, i))), 2 * L),
                           align=4)
         return context.get_dummy_value()

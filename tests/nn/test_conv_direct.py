@@ -186,6 +186,22 @@ def test_traced_resnet_layer_convolves_in_place():
     assert "conv2d" not in names and "conv2d_backward_weight" not in names, names
 
 
+def _traced_and_eager(x0, w0, **conv):
+    """A step convolving x0 with w0 (F.conv2d's keywords `conv`) and back, traced and eager: (its outputs and the
+    gradients of x and w, traced; the same, eager; the op names of the traced graph)."""
+    def step(x, w):
+        y = F.conv2d(x, w, **conv)
+        (y * y).sum().backward()
+        return y.detach(), x.grad, w.grad
+
+    def run(fn):
+        return [t.numpy() for t in fn(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True))]
+    traced = tj.trace(step)
+    got, want = run(traced), run(step)
+    graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
+    return got, want, [n.op.name for n in graph.nodes]
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_traced_winograd_only_layer_equals_eager(n, monkeypatch):
     """A 3x3 layer on 12x12 images (rows of 12: the direct tiles do not take it, Winograd does), traced, on one or
@@ -196,26 +212,13 @@ def test_traced_winograd_only_layer_equals_eager(n, monkeypatch):
     rng = np.random.default_rng(3)
     x0 = rng.standard_normal((3, 8, 12, 12)).astype(np.float32)
     w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.1
-
-    def step(x, w):
-        y = F.conv2d(x, w, padding=1)
-        (y * y).sum().backward()
-        return y.detach(), x.grad, w.grad
-
-    def run(fn):
-        return [t.numpy() for t in fn(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True))]
-    traced = tj.trace(step)
-    got, want = run(traced), run(step)
+    got, want, names = _traced_and_eager(x0, w0, padding=1)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
-    graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
-    names = [n.op.name for n in graph.nodes]
     assert names.count("conv2d_planes_forward") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
-    convtile.ENABLED = False
-    try:
-        blas = run(step)
-    finally:
-        convtile.ENABLED = True
+    with monkeypatch.context() as m:
+        m.setattr(convtile, "ENABLED", False)
+        blas = _traced_and_eager(x0, w0, padding=1)[1]
     for a, b in zip(got, blas):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-3)
 
@@ -227,20 +230,9 @@ def test_traced_conv_gradients_equal_eager(stride, threads):
     rng = np.random.default_rng(stride)
     x0 = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
     w0 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.1
-
-    def step(x, w):
-        y = F.conv2d(x, w, stride=stride, padding=1)
-        (y * y).sum().backward()
-        return x.grad, w.grad
-
-    def run(fn):
-        return [t.numpy() for t in fn(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True))]
-    traced = tj.trace(step)
-    got, want = run(traced), run(step)
+    got, want, names = _traced_and_eager(x0, w0, stride=stride, padding=1)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
-    graph = traced.graph(tj.tensor(x0, requires_grad=True), tj.tensor(w0, requires_grad=True)).entry.fwd_fn.graph
-    names = [n.op.name for n in graph.nodes]
     assert names.count("conv2d_planes_forward") == 1 and names.count("conv2d_weight_grad_from_planes") == 1, names
     assert names.count("conv2d_backward_input") == 1, names
 
@@ -348,20 +340,24 @@ def test_prange_variants_give_the_threads_bits(C, O, H, stride, wino, monkeypatc
     g = rng.standard_normal((5, O, H // stride[0], H // stride[1])).astype(np.float32)
     monkeypatch.setattr(convtile, "_threads", lambda macs: 3)
     monkeypatch.setattr(convtile, "WINOGRAD", wino)
-    got = {}
-    for path, ready in (("threads", lambda name, args: None),
-                        ("prange", lambda name, args: convtile.parallel_variant(name))):
+    got, taken = {}, set()
+
+    def variant(name, args):
+        taken.add(name)
+        return convtile.parallel_variant(name)
+    for path, ready in (("threads", lambda name, args: None), ("prange", variant)):
         monkeypatch.setattr(convtile, "_ready_variant", ready)
         got[path] = [convtile.forward(x, w, None, stride, (1, 1), (1, 1)),
                      convtile.weight_grad(x, g, w.shape, stride, (1, 1), (1, 1)),
                      convtile.input_grad(g, w, x.shape, stride, (1, 1), (1, 1))]
     for a, b in zip(got["threads"], got["prange"]):
         np.testing.assert_array_equal(a, b)
-    if wino and stride == (1, 1):
-        assert set(convtile._PAR) >= {"_wino", "_wino_weight_grad" if C >= 8 else "_weight_grad"}
-    else:
-        assert set(convtile._PAR) >= {"_forward", "_weight_grad",
-                                      "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}
+    if not (wino and stride == (1, 1)):
+        assert taken == {"_forward", "_weight_grad", "_input_grad_padded" if stride == (1, 1) else "_input_grad_cols"}
+    elif C >= 8:
+        assert taken == {"_wino", "_wino_weight_grad"}
+    else:       # (a 3-channel input: its forward and weight gradient direct, its input gradient (of 16) Winograd's)
+        assert taken == {"_forward", "_weight_grad", "_wino"}
 
 
 def test_winograd_takes_the_3x3_stride_1_layers_it_computes_faster():
